@@ -1,0 +1,1 @@
+"""Native (Cython) primitives. Private: nothing here is public API."""

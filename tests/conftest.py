@@ -1,0 +1,3 @@
+"""Shared fixtures and fakes for the test suite."""
+
+from __future__ import annotations
