@@ -204,7 +204,7 @@ cdef list _gather(list images, _Image* info, Py_ssize_t* hwc, bint allow_float):
     """
     cdef Py_ssize_t n = len(images)
     cdef Py_ssize_t i, h, w, c, item
-    cdef int ndim, ndim0 = 0, typenum
+    cdef int ndim, ndim0 = 0, typenum, typenum0 = 0
     cdef cnp.ndarray arr
     cdef cnp.npy_intp* strides
     cdef list keep = [None] * n
@@ -218,6 +218,12 @@ cdef list _gather(list images, _Image* info, Py_ssize_t* hwc, bint allow_float):
             raise ValueError(
                 f"image {i} has shape {(<object>arr).shape}; expected (H, W, C) or (H, W)")
         typenum = cnp.PyArray_TYPE(arr)
+        if i == 0:
+            typenum0 = typenum
+        elif typenum != typenum0:
+            raise TypeError(f"image {i} has dtype {(<object>arr).dtype} but image 0 has "
+                            f"dtype {(<object>keep[0]).dtype}; all images of a batch "
+                            f"must have the same dtype")
         if typenum == cnp.NPY_UINT8:
             item = 1
         elif typenum == cnp.NPY_FLOAT32 and allow_float:
