@@ -34,8 +34,9 @@ def make_jpegs(directory: Path, n: int = N_IMAGES, seed: int = 0) -> list[Path]:
         side = int(rng.integers(160, min(src.size) + 1))
         left = int(rng.integers(0, src.size[0] - side + 1))
         top = int(rng.integers(0, src.size[1] - side + 1))
-        tile = src.resize((SIZE_PX, SIZE_PX), Image.Resampling.BILINEAR,
-                          box=(left, top, left + side, top + side))
+        tile = src.resize(
+            (SIZE_PX, SIZE_PX), Image.Resampling.BILINEAR, box=(left, top, left + side, top + side)
+        )
         path = directory / f"{i:04d}.jpg"
         tile.save(path, quality=90)
         paths.append(path)
@@ -64,8 +65,9 @@ def reference_item(path, rng: np.random.Generator) -> np.ndarray:
     with Image.open(path) as im:
         im = im.convert("RGB")
         top, left, h, w = rrc_params(im.height, im.width, rng)
-        im = im.crop((left, top, left + w, top + h)).resize((CROP_PX, CROP_PX),
-                                                           Image.Resampling.BILINEAR)
+        im = im.crop((left, top, left + w, top + h)).resize(
+            (CROP_PX, CROP_PX), Image.Resampling.BILINEAR
+        )
         if rng.random() < 0.5:
             im = im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     x = np.asarray(im, dtype=np.float32) / np.float32(255)

@@ -55,9 +55,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _w4_data import BATCH, CROP_PX, MEAN, STD, make_jpegs, reference_item  # noqa: E402
+from _w4_data import BATCH, CROP_PX, MEAN, STD, make_jpegs, reference_item
 
-from dataloader.image import (  # noqa: E402
+from dataloader.image import (
     Decode,
     ImageCollator,
     ImageFiles,
@@ -73,6 +73,7 @@ W4_SEED = 1234
 
 
 # ---------------------------------------------------------------------- W5
+
 
 def w5_images(n: int = W5_N) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
@@ -130,6 +131,7 @@ def run_w5(rounds: int = 30) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- W4
 
+
 def w4_pipeline():
     transform = Decode().then(RandomResizedCrop(CROP_PX)).then(RandomHorizontalFlip())
     collator = ImageCollator("NCHW", np.float32, MEAN, STD, reuse_buffers=4)
@@ -143,8 +145,9 @@ def w4_methods(paths: list[Path]) -> dict[str, Callable[[], None]]:
     batches = [range(s, min(s + BATCH, len(paths))) for s in range(0, len(paths), BATCH)]
 
     def one_batch(indices):
-        return collator([transform(dataset[i], rng=np.random.default_rng((W4_SEED, i)))
-                         for i in indices])
+        return collator(
+            [transform(dataset[i], rng=np.random.default_rng((W4_SEED, i))) for i in indices]
+        )
 
     def ours_sequential():
         for indices in batches:
@@ -158,19 +161,29 @@ def w4_methods(paths: list[Path]) -> dict[str, Callable[[], None]]:
 
     def reference_sequential():
         for indices in batches:
-            np.stack([reference_item(paths[i], np.random.default_rng((W4_SEED, i)))
-                      for i in indices])
+            np.stack(
+                [reference_item(paths[i], np.random.default_rng((W4_SEED, i))) for i in indices]
+            )
 
-    methods = {"ours_sequential": ours_sequential, "ours_threads_2": ours_threads_2,
-               "reference_sequential": reference_sequential}
+    methods = {
+        "ours_sequential": ours_sequential,
+        "ours_threads_2": ours_threads_2,
+        "reference_sequential": reference_sequential,
+    }
     try:
         from dataloader.loader import DataLoader
     except ImportError:
         return methods
     for workers in (0, 2):
-        loader = DataLoader(dataset, batch_size=BATCH, num_workers=workers, seed=W4_SEED,
-                            transform=transform, collate_fn=collator,
-                            persistent_workers=workers > 0)
+        loader = DataLoader(
+            dataset,
+            batch_size=BATCH,
+            num_workers=workers,
+            seed=W4_SEED,
+            transform=transform,
+            collate_fn=collator,
+            persistent_workers=workers > 0,
+        )
 
         def through_loader(loader=loader):
             for batch in loader:
@@ -198,21 +211,24 @@ def run_w4(rounds: int = 3) -> dict[str, float]:
 
 # ---------------------------------------------------------------------- pytest-benchmark
 
+
 @pytest.fixture(scope="module")
 def w5():
     return w5_methods(w5_images())
 
 
 @pytest.mark.benchmark(group="W5 uint8 NHWC 64x224x224x3")
-@pytest.mark.parametrize("name", ["u8_np_stack", "u8_np_copyto_reused",
-                                  "u8_np_stack_out_reused", "u8_collator_reuse2"])
+@pytest.mark.parametrize(
+    "name", ["u8_np_stack", "u8_np_copyto_reused", "u8_np_stack_out_reused", "u8_collator_reuse2"]
+)
 def test_w5_uint8(benchmark, w5, name):
     benchmark.pedantic(w5[name], rounds=30, warmup_rounds=3)
 
 
 @pytest.mark.benchmark(group="W5 float32 NCHW normalize 64x224x224x3")
-@pytest.mark.parametrize("name", ["f32_chain_per_item", "f32_chain_per_batch",
-                                  "f32_collator_fused_reuse2"])
+@pytest.mark.parametrize(
+    "name", ["f32_chain_per_item", "f32_chain_per_batch", "f32_collator_fused_reuse2"]
+)
 def test_w5_float32(benchmark, w5, name):
     benchmark.pedantic(w5[name], rounds=10, warmup_rounds=2)
 
@@ -223,8 +239,16 @@ def w4(tmp_path_factory):
 
 
 @pytest.mark.benchmark(group="W4 512 JPEG 256px -> 224 float32 NCHW, batch 32")
-@pytest.mark.parametrize("name", ["reference_sequential", "ours_sequential", "ours_threads_2",
-                                  "ours_loader_0w", "ours_loader_2w"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "reference_sequential",
+        "ours_sequential",
+        "ours_threads_2",
+        "ours_loader_0w",
+        "ours_loader_2w",
+    ],
+)
 def test_w4(benchmark, w4, name):
     if name not in w4:
         pytest.skip("needs dataloader.loader")
@@ -233,19 +257,24 @@ def test_w4(benchmark, w4, name):
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["w5", "w4"]
-    report: dict[str, object] = {"python": sys.version.split()[0],
-                                 "gil": getattr(sys, "_is_gil_enabled", lambda: True)()}
+    report: dict[str, object] = {
+        "python": sys.version.split()[0],
+        "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
+    }
     if "w5" in which:
         w5_ms = run_w5()
         report["w5_ms_per_batch"] = {k: round(v, 3) for k, v in w5_ms.items()}
         report["w5_ratios"] = {
-            "collator_vs_copyto_limit": round(w5_ms["u8_np_copyto_reused"]
-                                              / w5_ms["u8_collator_reuse2"], 3),
+            "collator_vs_copyto_limit": round(
+                w5_ms["u8_np_copyto_reused"] / w5_ms["u8_collator_reuse2"], 3
+            ),
             "collator_vs_np_stack": round(w5_ms["u8_np_stack"] / w5_ms["u8_collator_reuse2"], 3),
-            "fused_vs_chain_per_item": round(w5_ms["f32_chain_per_item"]
-                                             / w5_ms["f32_collator_fused_reuse2"], 2),
-            "fused_vs_chain_per_batch": round(w5_ms["f32_chain_per_batch"]
-                                              / w5_ms["f32_collator_fused_reuse2"], 2),
+            "fused_vs_chain_per_item": round(
+                w5_ms["f32_chain_per_item"] / w5_ms["f32_collator_fused_reuse2"], 2
+            ),
+            "fused_vs_chain_per_batch": round(
+                w5_ms["f32_chain_per_batch"] / w5_ms["f32_collator_fused_reuse2"], 2
+            ),
         }
     if "w4" in which:
         w4_s = run_w4()

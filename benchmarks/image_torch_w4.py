@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _w4_data import BATCH, make_jpegs, reference_item  # noqa: E402
+from _w4_data import BATCH, make_jpegs, reference_item
 
 EPOCHS = 3
 
@@ -63,8 +63,9 @@ def main() -> None:
         ds = JpegDataset(paths)
         results = {}
         for workers in (2, 0):
-            loader = DataLoader(ds, batch_size=BATCH, num_workers=workers,
-                                persistent_workers=workers > 0)
+            loader = DataLoader(
+                ds, batch_size=BATCH, num_workers=workers, persistent_workers=workers > 0
+            )
 
             def run(loader=loader):
                 for batch in loader:
@@ -78,8 +79,10 @@ def main() -> None:
                 np.stack([ds[i] for i in range(start, start + BATCH)])
 
         results["sequential"] = time_epochs(sequential)
-    report = {name: {"s_per_epoch": round(s, 4), "images_per_s": round(len(paths) / s, 1)}
-              for name, s in results.items()}
+    report = {
+        name: {"s_per_epoch": round(s, 4), "images_per_s": round(len(paths) / s, 1)}
+        for name, s in results.items()
+    }
     report["python"] = sys.version.split()[0]
     report["torch"] = torch.__version__
     print(json.dumps(report))

@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover - until the loader's context module is m
     def _item_rng(index: int | None = None) -> np.random.Generator:
         raise RuntimeError(
             "a random transform was called outside a DataLoader without rng=; "
-            "pass rng=numpy.random.default_rng(seed)")
+            "pass rng=numpy.random.default_rng(seed)"
+        )
 
 
 __all__ = ["Compose", "Transform", "resolve_rng"]

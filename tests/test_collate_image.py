@@ -6,10 +6,10 @@ import sys
 
 import numpy as np
 import pytest
+from _image_data import photo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _image_data import photo
 from dataloader.image import ImageBatch, ImageCollator, Normalize, ToCHW, ToFloat
 
 MEAN = (0.485, 0.456, 0.406)
@@ -77,8 +77,7 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("view", VIEWS, ids=list(VIEWS))
-@pytest.mark.parametrize("dtype,norm", [(np.uint8, False), (np.float32, False),
-                                        (np.float32, True)])
+@pytest.mark.parametrize("dtype,norm", [(np.uint8, False), (np.float32, False), (np.float32, True)])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_strided_views_are_copied_directly(view, dtype, norm, layout):
     items = [VIEWS[view](x) for x in images()]
@@ -129,8 +128,11 @@ def test_shape_mismatch_names_first_bad_index_and_both_shapes():
     items = images(4)
     items[2] = items[2][:, :31]
     items[3] = items[3][:20]
-    with pytest.raises(ValueError, match=r"image 2 has shape \(24, 31, 3\) but image 0 "
-                                         r"has shape \(24, 32, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"image 2 has shape \(24, 31, 3\) but image 0 "
+        r"has shape \(24, 32, 3\)",
+    ):
         ImageCollator()(items)
     with pytest.raises(ValueError, match=r"image 1 has shape \(24, 32\) but image 0"):
         ImageCollator()([items[0], items[1][:, :, 0]])
@@ -191,13 +193,26 @@ def test_native_rejects_wrong_out_shape():
     with pytest.raises(ValueError, match="out has shape"):
         _collate.collate_u8(items, np.empty((2, 24, 32, 4), np.uint8), False)
     with pytest.raises(ValueError, match="scale has 1"):
-        _collate.collate_f32(items, np.empty((2, 3, 24, 32), np.float32), True,
-                             np.ones(1, np.float32), np.ones(3, np.float32))
+        _collate.collate_f32(
+            items,
+            np.empty((2, 3, 24, 32), np.float32),
+            True,
+            np.ones(1, np.float32),
+            np.ones(3, np.float32),
+        )
 
 
 @settings(max_examples=40, deadline=None)
-@given(h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 4), n=st.integers(1, 4),
-       flip=st.booleans(), nchw=st.booleans(), f32=st.booleans(), seed=st.integers(0, 99))
+@given(
+    h=st.integers(1, 9),
+    w=st.integers(1, 9),
+    c=st.integers(1, 4),
+    n=st.integers(1, 4),
+    flip=st.booleans(),
+    nchw=st.booleans(),
+    f32=st.booleans(),
+    seed=st.integers(0, 99),
+)
 def test_random_shapes_match_reference(h, w, c, n, flip, nchw, f32, seed):
     rng = np.random.default_rng(seed)
     items = [rng.integers(0, 256, (h, w, c), dtype=np.uint8) for _ in range(n)]

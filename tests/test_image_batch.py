@@ -187,8 +187,9 @@ def test_interpreter_exit_with_a_frozen_lock_holder_does_not_hang():
         print("exiting")
     """)
     root = Path(__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
-                            text=True, timeout=50)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=50
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "exiting"
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
+from _image_data import ALL_IMAGES, ALPHA_PNG, GRAY_PNG, JPEGS, photo, pillow_rgb
+from PIL import Image
 
-from _image_data import ALL_IMAGES, ALPHA_PNG, GRAY_PNG, JPEGS, photo, pillow_rgb  # noqa: E402
-from dataloader.image import Decode, Resize  # noqa: E402
+from dataloader.image import Decode, Resize
 
 
 @pytest.mark.parametrize("path", ALL_IMAGES, ids=lambda p: p.name)
@@ -63,8 +63,11 @@ def test_decode_draft_is_ignored_for_png():
     assert Decode(draft=8)(GRAY_PNG.read_bytes()).shape == (256, 256, 3)
 
 
-@pytest.mark.parametrize("data", [b"", b"not an image", JPEGS[0].read_bytes()[:2000]],
-                         ids=["empty", "garbage", "truncated"])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"not an image", JPEGS[0].read_bytes()[:2000]],
+    ids=["empty", "garbage", "truncated"],
+)
 def test_corrupt_data_is_a_value_error(data):
     with pytest.raises(ValueError, match="cannot decode image"):
         Decode()(data)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _image_data import JPEGS
+
 from dataloader.image import IMG_EXTENSIONS, Decode, ImageFiles, ImageFolder
 
 
@@ -32,11 +32,14 @@ def test_classes_sorted_and_samples_in_torchvision_order(tree):
     ds = ImageFolder(tree)
     assert ds.classes == ["ant", "cat", "dog"]
     assert ds.class_to_idx == {"ant": 0, "cat": 1, "dog": 2}
-    names = [(p[len(str(tree)) + 1:], label) for p, label in ds.samples]
+    names = [(p[len(str(tree)) + 1 :], label) for p, label in ds.samples]
     assert names == [
         ("ant/x.bmp", 0),
-        ("cat/y.webp", 1), ("cat/z.jpg", 1),
-        ("dog/a.JPEG", 2), ("dog/b.jpg", 2), ("dog/nested/c.png", 2),
+        ("cat/y.webp", 1),
+        ("cat/z.jpg", 1),
+        ("dog/a.JPEG", 2),
+        ("dog/b.jpg", 2),
+        ("dog/nested/c.png", 2),
     ]
     assert ds.targets == [0, 1, 1, 2, 2, 2] and len(ds) == 6
 
@@ -55,7 +58,11 @@ def test_items_are_encoded_bytes_and_label(tree):
 def test_extension_filter(tree):
     ds = ImageFolder(tree, extensions=(".txt", ".bmp", ".jpg"))
     assert sorted(p.rsplit("/", 1)[1] for p, _ in ds.samples) == [
-        "b.jpg", "notes.txt", "x.bmp", "z.jpg"]
+        "b.jpg",
+        "notes.txt",
+        "x.bmp",
+        "z.jpg",
+    ]
     assert ".webp" in IMG_EXTENSIONS and ".txt" not in IMG_EXTENSIONS
 
 

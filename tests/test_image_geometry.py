@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _image_data import photo
+
 from dataloader.image import CenterCrop, PadTo, RandomCrop, RandomHorizontalFlip, ToCHW
 
 
@@ -19,7 +19,7 @@ def test_center_crop_matches_reference(image, size):
     h, w = (size, size) if isinstance(size, int) else size
     top, left = int(round((60 - h) / 2.0)), int(round((75 - w) / 2.0))
     out = CenterCrop(size)(image)
-    np.testing.assert_array_equal(out, image[top:top + h, left:left + w])
+    np.testing.assert_array_equal(out, image[top : top + h, left : left + w])
     assert np.shares_memory(out, image)
 
 
@@ -36,7 +36,7 @@ def test_random_crop_matches_reference(image):
     out = RandomCrop((20, 30))(image, rng=np.random.default_rng(5))
     rng = np.random.default_rng(5)
     top, left = rng.integers(0, 60 - 20 + 1), rng.integers(0, 75 - 30 + 1)
-    np.testing.assert_array_equal(out, image[top:top + 20, left:left + 30])
+    np.testing.assert_array_equal(out, image[top : top + 20, left : left + 30])
 
 
 def test_random_crop_covers_all_offsets_and_full_size_is_identity(image):
@@ -54,7 +54,8 @@ def test_random_crop_too_large_raises(image):
 
 def test_flip_probability_and_reference(image):
     np.testing.assert_array_equal(
-        RandomHorizontalFlip(1.0)(image, rng=np.random.default_rng(0)), image[:, ::-1])
+        RandomHorizontalFlip(1.0)(image, rng=np.random.default_rng(0)), image[:, ::-1]
+    )
     assert RandomHorizontalFlip(0.0)(image, rng=np.random.default_rng(0)) is image
     rng, ref = np.random.default_rng(9), np.random.default_rng(9)
     flip = RandomHorizontalFlip()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _image_data import encode_jpeg, photo
+
 from dataloader.image import (
     CenterCrop,
     Decode,
@@ -52,9 +52,13 @@ def drain(loader):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_corrupt_jpeg_fails_exactly_its_batch(files, num_workers):
-    loader = DataLoader(ImageFiles(files, labels=range(N_FILES)), batch_size=10,
-                        num_workers=num_workers, transform=Decode().then(CenterCrop(32)),
-                        collate_fn=ImageCollator(reuse_buffers=2))
+    loader = DataLoader(
+        ImageFiles(files, labels=range(N_FILES)),
+        batch_size=10,
+        num_workers=num_workers,
+        transform=Decode().then(CenterCrop(32)),
+        collate_fn=ImageCollator(reuse_buffers=2),
+    )
     results = drain(loader)
     assert len(results) == 10
     bad_batch = BAD // 10
@@ -71,11 +75,16 @@ def test_random_transforms_are_identical_for_any_num_workers(files):
     pipeline = Decode().then(RandomResizedCrop(24)).then(RandomHorizontalFlip())
 
     def epoch(num_workers, **kwargs):
-        loader = DataLoader(ImageFiles(good, labels=range(len(good))), batch_size=8,
-                            shuffle=True, num_workers=num_workers, seed=1234,
-                            transform=pipeline,
-                            collate_fn=ImageCollator(dtype=np.float32, mean=0.5, std=0.25),
-                            **kwargs)
+        loader = DataLoader(
+            ImageFiles(good, labels=range(len(good))),
+            batch_size=8,
+            shuffle=True,
+            num_workers=num_workers,
+            seed=1234,
+            transform=pipeline,
+            collate_fn=ImageCollator(dtype=np.float32, mean=0.5, std=0.25),
+            **kwargs,
+        )
         return [(np.asarray(b).copy(), b.labels.copy()) for b in loader]
 
     reference = epoch(0)

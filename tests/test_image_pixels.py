@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _image_data import photo
+
 from dataloader.image import Normalize, ToFloat
 
 MEAN = (0.485, 0.456, 0.406)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 pytest.importorskip("PIL")
-from PIL import Image  # noqa: E402
+from _image_data import photo
+from PIL import Image
 
-from _image_data import photo  # noqa: E402
-from dataloader.image import RandomResizedCrop  # noqa: E402
+from dataloader.image import RandomResizedCrop
 
 
 def reference_params(height, width, rng, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
@@ -44,11 +44,14 @@ def test_params_follow_torchvision(seed):
     assert 0 <= top <= 120 - h and 0 <= left <= 200 - w and h > 0 and w > 0
 
 
-@pytest.mark.parametrize("shape,ratio,expected", [
-    ((100, 10), (1.0, 1.0), (45, 0, 10, 10)),    # too tall: width kept
-    ((10, 100), (1.0, 1.0), (0, 45, 10, 10)),    # too wide: height kept
-    ((10, 10), (1.0, 1.0), (0, 0, 10, 10)),      # ratio fits: whole image
-])
+@pytest.mark.parametrize(
+    "shape,ratio,expected",
+    [
+        ((100, 10), (1.0, 1.0), (45, 0, 10, 10)),  # too tall: width kept
+        ((10, 100), (1.0, 1.0), (0, 45, 10, 10)),  # too wide: height kept
+        ((10, 10), (1.0, 1.0), (0, 0, 10, 10)),  # ratio fits: whole image
+    ],
+)
 def test_fallback_to_center_crop(shape, ratio, expected):
     # an area fraction of 2.0 never fits, so all 10 attempts fail
     params = RandomResizedCrop.get_params(*shape, np.random.default_rng(0), (2.0, 2.0), ratio)
@@ -61,7 +64,7 @@ def test_output_matches_crop_then_pillow_resize():
     for seed in range(5):
         out = t(image, rng=np.random.default_rng(seed))
         top, left, h, w = reference_params(96, 128, np.random.default_rng(seed))
-        crop = np.ascontiguousarray(image[top:top + h, left:left + w])
+        crop = np.ascontiguousarray(image[top : top + h, left : left + w])
         ref = np.asarray(Image.fromarray(crop).resize((40, 32), Image.Resampling.BILINEAR))
         assert out.shape == (32, 40, 3)
         np.testing.assert_array_equal(out, ref)

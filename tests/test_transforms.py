@@ -45,7 +45,7 @@ def test_empty_tuple_is_an_error():
 
 
 def test_then_and_compose_apply_in_order_and_flatten():
-    double = lambda x: x * 2  # noqa: E731 - a plain callable in a chain
+    double = lambda x: x * 2
     chain = AddOne().then(double).then(AddOne())
     assert isinstance(chain, Compose) and len(chain.transforms) == 3
     assert chain(3) == 9

@@ -32,8 +32,9 @@ def to_pil(image: np.ndarray, who: str) -> Any:
         ValueError: a channel count Pillow cannot hold (not 1 to 4).
     """
     if image.dtype != np.uint8:
-        raise TypeError(f"{who} needs a uint8 image, got dtype {image.dtype}; "
-                        f"resize before ToFloat/Normalize")
+        raise TypeError(
+            f"{who} needs a uint8 image, got dtype {image.dtype}; resize before ToFloat/Normalize"
+        )
     if image.ndim == 3:
         if image.shape[2] == 1:
             image = image[:, :, 0]

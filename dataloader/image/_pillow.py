@@ -44,8 +44,7 @@ def resample_filter(interpolation: str) -> int:
     try:
         name = _RESAMPLE[interpolation]
     except KeyError:
-        raise ValueError(
-            f"{interpolation=} is not one of {sorted(_RESAMPLE)}") from None
+        raise ValueError(f"{interpolation=} is not one of {sorted(_RESAMPLE)}") from None
     return int(getattr(pillow().Resampling, name))
 
 

@@ -57,7 +57,8 @@ class _BufferPool:
             best = -1
             for i, candidate in enumerate(self._free):
                 if candidate.nbytes >= nbytes and (
-                        best < 0 or candidate.nbytes < self._free[best].nbytes):
+                    best < 0 or candidate.nbytes < self._free[best].nbytes
+                ):
                     best = i
             if best >= 0:
                 array = self._free.pop(best)
@@ -127,8 +128,13 @@ class ImageBatch:
 
     __slots__ = ("_buffer", "shape", "dtype", "labels", "__weakref__")
 
-    def __init__(self, buffer: _Buffer, shape: tuple[int, ...], dtype: np.dtype,
-                 labels: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        buffer: _Buffer,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        labels: np.ndarray | None = None,
+    ) -> None:
         self._buffer = buffer
         self.shape = shape
         self.dtype = dtype

@@ -59,10 +59,14 @@ class ImageCollator:
         TypeError: an image's dtype is not supported, or a label is not an integer.
     """
 
-    def __init__(self, layout: str = "NCHW", dtype: Any = np.uint8,
-                 mean: float | Sequence[float] | None = None,
-                 std: float | Sequence[float] | None = None,
-                 reuse_buffers: int = 0) -> None:
+    def __init__(
+        self,
+        layout: str = "NCHW",
+        dtype: Any = np.uint8,
+        mean: float | Sequence[float] | None = None,
+        std: float | Sequence[float] | None = None,
+        reuse_buffers: int = 0,
+    ) -> None:
         if layout not in _LAYOUTS:
             raise ValueError(f"{layout=} must be one of {_LAYOUTS}")
         try:
@@ -128,8 +132,9 @@ class ImageCollator:
         std = np.ones(1) if self.std is None else self.std
         for name, values in (("mean", mean), ("std", std)):
             if values.size not in (1, channels):
-                raise ValueError(f"{name} has {values.size} values but the images have "
-                                 f"{channels} channels")
+                raise ValueError(
+                    f"{name} has {values.size} values but the images have {channels} channels"
+                )
         unit = 1.0 if is_float else 255.0
         # (x / unit - mean) / std == x * (1 / (unit * std)) + (-mean / std), in float64
         scale = np.broadcast_to(1.0 / (unit * std), (channels,)).astype(np.float32)
@@ -140,8 +145,10 @@ class ImageCollator:
 
     def __repr__(self) -> str:
         norm = "" if self.mean is None else f", mean={self.mean.tolist()}, std={self.std.tolist()}"
-        return (f"ImageCollator(layout={self.layout!r}, dtype={self.dtype.name}{norm}, "
-                f"reuse_buffers={self.reuse_buffers})")
+        return (
+            f"ImageCollator(layout={self.layout!r}, dtype={self.dtype.name}{norm}, "
+            f"reuse_buffers={self.reuse_buffers})"
+        )
 
 
 def _split(batch: Sequence[Any]) -> tuple[list[Any], np.ndarray | None]:
@@ -163,6 +170,5 @@ def _split(batch: Sequence[Any]) -> tuple[list[Any], np.ndarray | None]:
         images[i], labels[i] = item
     array = np.asarray(labels)
     if array.dtype.kind not in "iub" or array.shape != (n,):
-        raise TypeError(f"labels must be integers, got dtype {array.dtype} and shape "
-                        f"{array.shape}")
+        raise TypeError(f"labels must be integers, got dtype {array.dtype} and shape {array.shape}")
     return images, array.astype(np.int64, copy=False)

@@ -140,5 +140,7 @@ class Resize(Transform):
         out_h, out_w = self.output_size(image.shape[0], image.shape[1])
         if (out_h, out_w) == image.shape[:2]:
             return image
-        resized = to_pil(image, "Resize").resize((out_w, out_h), resample_filter(self.interpolation))
+        resized = to_pil(image, "Resize").resize(
+            (out_w, out_h), resample_filter(self.interpolation)
+        )
         return from_pil(resized, image.ndim)

@@ -102,8 +102,9 @@ class ImageFolder(ImageFiles):
         for name in self.classes:
             label = self.class_to_idx[name]
             before = len(samples)
-            for dirpath, _, filenames in sorted(os.walk(os.path.join(self.root, name),
-                                                        followlinks=True)):
+            for dirpath, _, filenames in sorted(
+                os.walk(os.path.join(self.root, name), followlinks=True)
+            ):
                 for filename in sorted(filenames):
                     path = os.path.join(dirpath, filename)
                     if path.lower().endswith(self.extensions):
@@ -113,5 +114,6 @@ class ImageFolder(ImageFiles):
         if empty:
             raise FileNotFoundError(
                 f"Found no valid file for the classes {', '.join(empty)}. "
-                f"Supported extensions are: {', '.join(self.extensions)}")
+                f"Supported extensions are: {', '.join(self.extensions)}"
+            )
         return samples

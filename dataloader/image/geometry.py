@@ -42,14 +42,15 @@ class CenterCrop(Transform):
         if crop_h > height or crop_w > width:
             top = (crop_h - height) // 2 if crop_h > height else 0
             left = (crop_w - width) // 2 if crop_w > width else 0
-            padded = np.zeros((max(height, crop_h), max(width, crop_w), *image.shape[2:]),
-                              dtype=image.dtype)
-            padded[top:top + height, left:left + width] = image
+            padded = np.zeros(
+                (max(height, crop_h), max(width, crop_w), *image.shape[2:]), dtype=image.dtype
+            )
+            padded[top : top + height, left : left + width] = image
             image = padded
             height, width = image.shape[:2]
         top = int(round((height - crop_h) / 2.0))
         left = int(round((width - crop_w) / 2.0))
-        return image[top:top + crop_h, left:left + crop_w]
+        return image[top : top + crop_h, left : left + crop_w]
 
 
 class RandomCrop(Transform):
@@ -77,11 +78,13 @@ class RandomCrop(Transform):
         crop_h, crop_w = self.size
         height, width = image.shape[:2]
         if height < crop_h or width < crop_w:
-            raise ValueError(f"crop size {(crop_h, crop_w)} is larger than the image "
-                             f"{(height, width)}; pad it first (PadTo)")
+            raise ValueError(
+                f"crop size {(crop_h, crop_w)} is larger than the image "
+                f"{(height, width)}; pad it first (PadTo)"
+            )
         top = int(rng.integers(0, height - crop_h + 1))
         left = int(rng.integers(0, width - crop_w + 1))
-        return image[top:top + crop_h, left:left + crop_w]
+        return image[top : top + crop_h, left : left + crop_w]
 
 
 class RandomHorizontalFlip(Transform):
@@ -130,13 +133,17 @@ class PadTo(Transform):
         image = as_image_array(value, "PadTo")
         height, width = image.shape[:2]
         if height > self.height or width > self.width:
-            raise ValueError(f"image of size {(height, width)} is larger than PadTo's "
-                             f"{(self.height, self.width)}")
+            raise ValueError(
+                f"image of size {(height, width)} is larger than PadTo's "
+                f"{(self.height, self.width)}"
+            )
         out = np.empty((self.height, self.width, *image.shape[2:]), dtype=image.dtype)
         fill = np.asarray(self.fill, dtype=image.dtype)
         if fill.ndim > 1 or (fill.ndim == 1 and (image.ndim == 2 or fill.size != image.shape[2])):
-            raise ValueError(f"fill={self.fill!r} must be a scalar or have one value per "
-                             f"channel of an image of shape {image.shape}")
+            raise ValueError(
+                f"fill={self.fill!r} must be a scalar or have one value per "
+                f"channel of an image of shape {image.shape}"
+            )
         out[:height, width:] = fill
         out[height:] = fill
         out[:height, :width] = image

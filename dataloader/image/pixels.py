@@ -76,13 +76,16 @@ class Normalize(Transform):
     def apply(self, value: Any, rng: np.random.Generator | None) -> np.ndarray:
         image = as_image_array(value, "Normalize")
         if image.dtype.kind != "f":
-            raise TypeError(f"Normalize needs a float image, got dtype {image.dtype}; "
-                            f"apply ToFloat() first")
+            raise TypeError(
+                f"Normalize needs a float image, got dtype {image.dtype}; apply ToFloat() first"
+            )
         channels = image.shape[2] if image.ndim == 3 else 1
         for name, values in (("mean", self._mean32), ("std", self._std32)):
             if values.size not in (1, channels):
-                raise ValueError(f"{name} has {values.size} values but the image has "
-                                 f"{channels} channels (shape {image.shape})")
+                raise ValueError(
+                    f"{name} has {values.size} values but the image has "
+                    f"{channels} channels (shape {image.shape})"
+                )
         mean, std = self._mean32, self._std32
         if image.ndim == 2:
             mean, std = mean[0], std[0]

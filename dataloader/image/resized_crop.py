@@ -39,19 +39,26 @@ class RandomResizedCrop(Transform):
     __slots__ = ("size", "scale", "ratio", "interpolation")
     random = True
 
-    def __init__(self, size: int | tuple[int, int], scale: tuple[float, float] = (0.08, 1.0),
-                 ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
-                 interpolation: str = "bilinear") -> None:
+    def __init__(
+        self,
+        size: int | tuple[int, int],
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        interpolation: str = "bilinear",
+    ) -> None:
         self.size = size_pair(size)
         self.scale = _range(scale, "scale")
         self.ratio = _range(ratio, "ratio")
         self.interpolation = check_interpolation(interpolation)
 
     @staticmethod
-    def get_params(height: int, width: int, rng: np.random.Generator,
-                   scale: tuple[float, float] = (0.08, 1.0),
-                   ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0)
-                   ) -> tuple[int, int, int, int]:
+    def get_params(
+        height: int,
+        width: int,
+        rng: np.random.Generator,
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+    ) -> tuple[int, int, int, int]:
         """Return the crop ``(top, left, height, width)`` for an image of this size."""
         area = height * width
         log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
@@ -78,12 +85,14 @@ class RandomResizedCrop(Transform):
     def apply(self, value: Any, rng: np.random.Generator | None) -> np.ndarray:
         rng = resolve_rng(rng)
         image = as_image_array(value, "RandomResizedCrop")
-        top, left, h, w = self.get_params(image.shape[0], image.shape[1], rng,
-                                          self.scale, self.ratio)
-        crop = image[top:top + h, left:left + w]
+        top, left, h, w = self.get_params(
+            image.shape[0], image.shape[1], rng, self.scale, self.ratio
+        )
+        crop = image[top : top + h, left : left + w]
         out_h, out_w = self.size
         resized = to_pil(crop, "RandomResizedCrop").resize(
-            (out_w, out_h), resample_filter(self.interpolation))
+            (out_w, out_h), resample_filter(self.interpolation)
+        )
         return from_pil(resized, image.ndim)
 
 
