@@ -19,6 +19,7 @@ NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_gather": ("c", []),
     "_collate": ("c", []),
+    "_resize": ("c", []),
 }
 
 extensions = [

@@ -225,10 +225,11 @@ def test_random_shapes_match_reference(h, w, c, n, flip, nchw, f32, seed):
 
 
 @pytest.mark.skipif(not hasattr(sys, "_is_gil_enabled"), reason="needs CPython >= 3.13")
-def test_extension_keeps_gil_disabled():
+def test_extensions_keep_gil_disabled():
     import sysconfig
 
     import dataloader._native._collate  # noqa: F401
+    import dataloader._native._resize  # noqa: F401
 
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         assert sys._is_gil_enabled() is False

@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from dataloader.image._convert import as_image_array, from_pil, to_pil
-from dataloader.image._pillow import check_interpolation, pillow, resample_filter
+from dataloader.image._convert import as_image_array, from_pil
+from dataloader.image._pillow import check_interpolation, pillow
+from dataloader.image._resample import resize_array
 from dataloader.transforms import Transform
 
 __all__ = ["Decode", "Resize", "size_pair"]
@@ -99,7 +100,7 @@ class Decode(Transform):
 
 
 class Resize(Transform):
-    """Resize with Pillow.
+    """Resize with Pillow's resampling filters.
 
     Args:
         size: an int resizes the shorter side to ``size`` keeping the aspect ratio
@@ -109,7 +110,11 @@ class Resize(Transform):
             PIL path), ``"nearest"``, ``"bicubic"``, ``"lanczos"``, ``"box"``,
             ``"hamming"``.
 
-    Input: ``uint8`` ``(H, W, C)`` (C in 1..4) or ``(H, W)``.  Output: a new array
+    The result equals the installed Pillow's ``Image.resize``; 1- and 3-channel
+    images are resized natively with the GIL released (see
+    ``dataloader.image._resample``).
+
+    Input: ``uint8`` ``(H, W, C)`` or ``(H, W)``, any strides.  Output: a new array
     with the same number of dimensions.  Thread-safety: stateless.
 
     Raises:
@@ -140,7 +145,4 @@ class Resize(Transform):
         out_h, out_w = self.output_size(image.shape[0], image.shape[1])
         if (out_h, out_w) == image.shape[:2]:
             return image
-        resized = to_pil(image, "Resize").resize(
-            (out_w, out_h), resample_filter(self.interpolation)
-        )
-        return from_pil(resized, image.ndim)
+        return resize_array(image, out_h, out_w, self.interpolation, "Resize")

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from dataloader.image._convert import as_image_array, from_pil, to_pil
-from dataloader.image._pillow import check_interpolation, resample_filter
+from dataloader.image._convert import as_image_array
+from dataloader.image._pillow import check_interpolation
+from dataloader.image._resample import resize_array
 from dataloader.image.decode import size_pair
 from dataloader.transforms import Transform, resolve_rng
 
@@ -25,7 +26,9 @@ class RandomResizedCrop(Transform):
     attempts drawing an area fraction uniformly from ``scale`` and an aspect
     ratio log-uniformly from ``ratio``; the first that fits is placed uniformly
     at random; if none fits, the largest center crop whose ratio is within
-    ``ratio`` is used.  The crop is then resized with Pillow.
+    ``ratio`` is used.  The crop (a view, not copied) is then resized exactly as
+    Pillow's ``Image.resize`` would (natively, without the GIL, for 1 and 3
+    channels), which is what torchvision does with PIL images.
 
     Args:
         size: output int (square) or ``(height, width)``.
@@ -88,12 +91,9 @@ class RandomResizedCrop(Transform):
         top, left, h, w = self.get_params(
             image.shape[0], image.shape[1], rng, self.scale, self.ratio
         )
-        crop = image[top : top + h, left : left + w]
+        crop = image[top : top + h, left : left + w]  # a view: the resize reads it in place
         out_h, out_w = self.size
-        resized = to_pil(crop, "RandomResizedCrop").resize(
-            (out_w, out_h), resample_filter(self.interpolation)
-        )
-        return from_pil(resized, image.ndim)
+        return resize_array(crop, out_h, out_w, self.interpolation, "RandomResizedCrop")
 
 
 def _range(pair: tuple[float, float], name: str) -> tuple[float, float]:
