@@ -1,0 +1,30 @@
+"""Constants shared by the loader, with their units in their names.
+
+Each default says where it came from.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DEFAULT_PREFETCH_DEPTH",
+    "SHUTDOWN_JOIN_TIMEOUT_S",
+    "WAIT_SLICE_S",
+    "WORKER_THREAD_PREFIX",
+    "LANE_THREAD_PREFIX",
+]
+
+# Batches prefetched beyond one per worker; seed 000 (dataloader-rs) uses 2, which keeps
+# a 2-core machine busy while the consumer runs a training step.
+DEFAULT_PREFETCH_DEPTH = 2
+
+# How long closing an iterator (or a loader) waits for batches in flight to finish
+# before it gives up on them; the seed's Python binding waits the same 5 s.
+SHUTDOWN_JOIN_TIMEOUT_S = 5.0
+
+# Slices in which Python-level waits (iterable workers, lanes) re-check for
+# cancellation and run signal handlers; 50 ms keeps Ctrl-C responsive.
+WAIT_SLICE_S = 0.05
+
+# Thread names, as PyTorch users see them in a debugger: dataloader-worker-N.
+WORKER_THREAD_PREFIX = "dataloader-worker"
+LANE_THREAD_PREFIX = "dataloader-lane"
