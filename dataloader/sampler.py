@@ -109,7 +109,7 @@ class RandomSampler(SeededMixin, ChunkedSampler):
             raise TypeError(
                 f"replacement should be a boolean value, but got replacement={replacement}"
             )
-        n = self.num_samples
+        n = len(data_source) if num_samples is None else num_samples
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
             raise ValueError(
                 f"num_samples should be a positive integer value, but got num_samples={n}"
