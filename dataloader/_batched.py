@@ -36,9 +36,7 @@ class BatchedItems(Sequence):
 
     def __init__(self, columns: Sequence[np.ndarray]) -> None:
         if isinstance(columns, np.ndarray) or not isinstance(columns, Sequence):
-            raise TypeError(
-                f"columns must be a tuple of arrays, got {type(columns).__name__}"
-            )
+            raise TypeError(f"columns must be a tuple of arrays, got {type(columns).__name__}")
         columns = tuple(columns)
         if not columns:
             raise ValueError("BatchedItems needs at least one column")

@@ -92,7 +92,9 @@ class ConcatDataset(Dataset[T_co]):
                 f"(index {int(idx.min())}, length {n})"
             )
         if idx.max() >= n:
-            raise IndexError(f"index {int(idx.max())} is out of range for ConcatDataset of length {n}")
+            raise IndexError(
+                f"index {int(idx.max())} is out of range for ConcatDataset of length {n}"
+            )
         idx = np.where(idx < 0, idx + n, idx)
         member = np.searchsorted(self._ends, idx, side="right")
         local = idx - self._starts[member]

@@ -64,7 +64,9 @@ class ChainDataset(IterableDataset):
     def _members(self) -> Iterator[IterableDataset]:
         for d in self.datasets:
             if not isinstance(d, IterableDataset):
-                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+                raise TypeError(
+                    f"ChainDataset only supports IterableDataset, got {type(d).__name__}"
+                )
             yield d
 
     def __iter__(self) -> Iterator[Any]:

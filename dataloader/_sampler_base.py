@@ -105,5 +105,3 @@ class SeededMixin:
     def set_epoch(self, epoch: int) -> None:
         """Make the next ``__iter__`` use epoch ``epoch`` (int >= 0); later ones count up."""
         self._rng.set_epoch(epoch)
-
-

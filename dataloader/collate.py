@@ -80,7 +80,10 @@ def _collate(batch, fmap: CollateFnMap | None):
     if isinstance(elem, collections.abc.Mapping):
         return _collate_mapping(batch, fmap)
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        fields = [_field(s, fmap, f".{name}") for name, s in zip(elem._fields, zip(*batch))]
+        transposed = zip(*batch, strict=False)  # PyTorch does not check namedtuple lengths
+        fields = [
+            _field(s, fmap, f".{name}") for name, s in zip(elem._fields, transposed, strict=False)
+        ]
         return elem_type(*fields)
     if isinstance(elem, collections.abc.Sequence):
         return _collate_sequence(batch, fmap)
@@ -120,7 +123,7 @@ def _collate_sequence(batch, fmap: CollateFnMap | None):
                     f"(element 0 has length {size}, element {j} has length {len(other)})"
                 )
             )
-    fields = [_field(s, fmap, f"[{i}]") for i, s in enumerate(zip(*batch))]
+    fields = [_field(s, fmap, f"[{i}]") for i, s in enumerate(zip(*batch, strict=False))]
     if isinstance(elem, (tuple, BatchedItems)):
         return fields  # Backwards compatibility (PyTorch): tuples collate into lists.
     try:
@@ -185,7 +188,9 @@ def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np
     try:
         return out.astype(np.float64, copy=False)
     except OverflowError:
-        raise mark(ValueError(f"default_collate: a number overflows float64 in {batch!r:.200}")) from None
+        raise mark(
+            ValueError(f"default_collate: a number overflows float64 in {batch!r:.200}")
+        ) from None
 
 
 def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
@@ -197,7 +202,9 @@ def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.n
             return np.array(batch, dtype=np.int64)
         except OverflowError:
             bad = next(x for x in batch if not _INT64_MIN <= x <= _INT64_MAX)
-            raise mark(ValueError(f"default_collate: integer {bad} does not fit in int64")) from None
+            raise mark(
+                ValueError(f"default_collate: integer {bad} does not fit in int64")
+            ) from None
     out = _numbers(batch)
     kind = out.dtype.kind
     if kind == "O":

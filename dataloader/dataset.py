@@ -19,8 +19,8 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -133,7 +133,9 @@ class Subset(Dataset[T_co]):
             n = len(sub)
             bad = (idx >= n) | (idx < -n)
             if bad.any():
-                raise IndexError(f"index {int(idx[bad][0])} is out of range for Subset of length {n}")
+                raise IndexError(
+                    f"index {int(idx[bad][0])} is out of range for Subset of length {n}"
+                )
             return sub.start + sub.step * np.where(idx < 0, idx + n, idx)
         if isinstance(sub, np.ndarray) and sub.ndim == 1 and sub.dtype.kind in "iu":
             return as_index_array(sub[as_index_array(indices)])
@@ -204,4 +206,3 @@ def random_split(
         Subset(dataset, perm[offset - length : offset])
         for offset, length in zip(itertools.accumulate(lengths), lengths, strict=True)
     ]
-

@@ -44,7 +44,7 @@ def _check_int(value: object, name: str) -> int:
 
 
 class DistributedSampler(ChunkedSampler):
-    """Restricts loading to this rank's share of the dataset (``torch.utils.data.DistributedSampler``).
+    """Restricts loading to this rank's share of the dataset (PyTorch's ``DistributedSampler``).
 
     Args:
         dataset: anything with ``__len__`` (read at construction and every ``__iter__``; it

@@ -45,6 +45,7 @@ __all__ = [
     "WeightedRandomSampler",
 ]
 
+
 class SequentialSampler(ChunkedSampler):
     """Yields ``0, 1, ..., len(data_source) - 1`` in order.
 
@@ -199,8 +200,7 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler):
             or num_samples <= 0
         ):
             raise ValueError(
-                "num_samples should be a positive integer value, "
-                f"but got num_samples={num_samples}"
+                f"num_samples should be a positive integer value, but got num_samples={num_samples}"
             )
         if not isinstance(replacement, bool):
             raise ValueError(
@@ -265,5 +265,3 @@ def _check_weights(weights: object) -> np.ndarray:
     if not (w > 0).any():
         raise ValueError(f"weights must not be all zero (got {len(w)} weights)")
     return w
-
-

@@ -28,7 +28,9 @@ def check(a, dtype, shape, values=None):
 # --- leaves --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint8, np.int16, np.bool_, np.complex64])
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.uint8, np.int16, np.bool_, np.complex64]
+)
 def test_arrays_are_stacked_keeping_dtype(dtype):
     batch = [np.ones((2, 3), dtype=dtype), np.zeros((2, 3), dtype=dtype)]
     check(default_collate(batch), dtype, (2, 2, 3))
@@ -154,7 +156,9 @@ def test_sequence_types():
 def test_none_is_type_error_naming_nonetype():
     with pytest.raises(TypeError, match="found <class 'NoneType'>"):
         default_collate([None, None])
-    with pytest.raises(TypeError, match=r"found <class 'NoneType'> \[in field sample\['x'\]\[1\]\]"):
+    with pytest.raises(
+        TypeError, match=r"found <class 'NoneType'> \[in field sample\['x'\]\[1\]\]"
+    ):
         default_collate([{"x": (1, None)}, {"x": (2, None)}])
 
 
@@ -163,7 +167,9 @@ def test_none_is_type_error_naming_nonetype():
     [np.array(["a", "b"]), np.array([b"a"]), np.array([object(), None], dtype=object)],
 )
 def test_object_and_string_arrays_are_type_errors(arr):
-    msg = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found"
+    msg = (
+        "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found"
+    )
     with pytest.raises(TypeError, match=msg):
         default_collate([arr, arr])
 
@@ -187,7 +193,8 @@ def test_ragged_sequences_name_the_field():
 def test_shape_mismatch_names_shapes_and_field():
     with pytest.raises(
         RuntimeError,
-        match=r"stack expects each array to be equal size, but got \(2,\) at entry 0 and \(3,\) at entry 1 "
+        match=r"stack expects each array to be equal size, but got \(2,\) at entry 0 and "
+        r"\(3,\) at entry 1 "
         r"\[in field sample\[0\]\]",
     ):
         default_collate([(np.zeros(2), 1), (np.zeros(3), 2)])
@@ -237,7 +244,7 @@ def test_batched_items_fast_path_returns_columns():
     out = default_collate(BatchedItems((x, y)))
     assert type(out) is list and out[0] is x and out[1] is y
     rows = default_collate(list(BatchedItems((x, y))))
-    for a, b in zip(out, rows):
+    for a, b in zip(out, rows, strict=True):
         check(b, a.dtype, a.shape, a)
 
 
@@ -250,12 +257,16 @@ def test_batched_items_non_numeric_columns_take_the_row_path():
 
 
 def test_batched_items_fast_path_respects_modified_fn_map(monkeypatch):
-    monkeypatch.setitem(default_collate_fn_map, np.ndarray, lambda batch, *, collate_fn_map: "custom")
+    monkeypatch.setitem(
+        default_collate_fn_map, np.ndarray, lambda batch, *, collate_fn_map: "custom"
+    )
     out = default_collate(BatchedItems((np.zeros((2, 3)),)))
     assert out == ["custom"]
 
 
-dtypes = st.sampled_from([np.float32, np.float64, np.int64, np.uint8, np.bool_, np.int32, np.float16])
+dtypes = st.sampled_from(
+    [np.float32, np.float64, np.int64, np.uint8, np.bool_, np.int32, np.float16]
+)
 tails = st.lists(st.integers(1, 3), max_size=2).map(tuple)
 
 
@@ -270,7 +281,7 @@ def test_batched_items_fast_path_equals_row_path(data, n_cols, batch):
     fast = default_collate(items)
     slow = default_collate([tuple(c[i] for c in cols) for i in range(batch)])
     assert type(fast) is type(slow) is list and len(fast) == len(slow)
-    for a, b in zip(fast, slow):
+    for a, b in zip(fast, slow, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape
         np.testing.assert_array_equal(a, b)
 

@@ -69,7 +69,7 @@ def per_row(dataset, indices):
 
 def assert_collated_equal(a, b):
     assert type(a) is type(b) and len(a) == len(b)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(x, y)
 
@@ -116,7 +116,9 @@ def test_array_dataset_items():
         ds[4]
 
 
-@pytest.mark.parametrize("indices", [[3, 0, 0, 2], np.array([3, 0, 0, 2]), np.array([3, 0, 0, 2], np.int32)])
+@pytest.mark.parametrize(
+    "indices", [[3, 0, 0, 2], np.array([3, 0, 0, 2]), np.array([3, 0, 0, 2], np.int32)]
+)
 def test_array_dataset_getitems(indices):
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     y = np.array([5, 6, 7, 8])
@@ -180,7 +182,7 @@ def test_batched_items_is_a_sequence_of_rows():
         items[-4]
     sliced = items[1:]
     assert isinstance(sliced, BatchedItems) and [r[1] for r in sliced] == [11, 12]
-    x, y = zip(*items)  # what a custom collate_fn typically does
+    x, y = zip(*items, strict=True)  # what a custom collate_fn typically does
     assert list(y) == [10, 11, 12]
     assert "len=3" in repr(items)
 
@@ -265,7 +267,9 @@ def test_concat_indexing_rules():
     assert c.cumulative_sizes == [2, 2, 5] and len(c) == 5
     assert [c[i] for i in range(5)] == [0, 1, 100, 101, 104]
     assert c[-1] == 104 and c[-5] == 0
-    with pytest.raises(ValueError, match="absolute value of index should not exceed dataset length"):
+    with pytest.raises(
+        ValueError, match="absolute value of index should not exceed dataset length"
+    ):
         c[-6]
     with pytest.raises(IndexError):
         c[5]
@@ -329,7 +333,9 @@ def test_concat_batched_reassembly_equals_per_row_collation(sizes, picks, negati
 def test_concat_of_subsets_and_nested_concat():
     x = np.arange(30, dtype=np.float32).reshape(15, 2)
     base = ArrayDataset(x, np.arange(15))
-    c = ConcatDataset([Subset(base, [14, 13]), ConcatDataset([base, Subset(base, range(0, 15, 3))])])
+    c = ConcatDataset(
+        [Subset(base, [14, 13]), ConcatDataset([base, Subset(base, range(0, 15, 3))])]
+    )
     idx = [0, 17, 1, 2, 21, 16]
     out = c.__getitems__(idx)
     assert isinstance(out, BatchedItems)
@@ -396,7 +402,11 @@ def test_random_split_generators():
 @pytest.mark.parametrize(
     "lengths, err, text",
     [
-        ([3, 3], ValueError, r"Sum of input lengths does not equal the length of the input dataset! \(6 != 5\)"),
+        (
+            [3, 3],
+            ValueError,
+            r"Sum of input lengths does not equal the length of the input dataset! \(6 != 5\)",
+        ),
         ([6, -1], ValueError, r"lengths\[1\]=-1 must be >= 0"),
         ([1.5, -0.5], ValueError, "Fraction at index 0 is not between 0 and 1"),
         ([2.5, 2.5], TypeError, r"lengths\[0\]=2.5 must be an int"),

@@ -135,7 +135,11 @@ def test_env_defaults(monkeypatch):
 @pytest.mark.parametrize(
     "kwargs, err, text",
     [
-        ({"num_replicas": 2, "rank": 2}, ValueError, r"Invalid rank 2, rank should be in the interval \[0, 1\]"),
+        (
+            {"num_replicas": 2, "rank": 2},
+            ValueError,
+            r"Invalid rank 2, rank should be in the interval \[0, 1\]",
+        ),
         ({"num_replicas": 2, "rank": -1}, ValueError, "Invalid rank -1"),
         ({"num_replicas": 0, "rank": 0}, ValueError, "num_replicas=0 must be >= 1"),
         ({"num_replicas": 2.0, "rank": 0}, TypeError, "num_replicas must be an int"),

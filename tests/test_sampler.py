@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dataloader._batch_sampler import iter_index_arrays
 from dataloader.sampler import (
     BatchSampler,
     RandomSampler,
@@ -19,7 +20,6 @@ from dataloader.sampler import (
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
-from dataloader._batch_sampler import iter_index_arrays
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -76,7 +76,9 @@ def test_sequential_billion_rows_is_lazy_and_constant_memory():
 
 
 def test_random_sampler_validation_messages():
-    with pytest.raises(TypeError, match="replacement should be a boolean value, but got replacement=1"):
+    with pytest.raises(
+        TypeError, match="replacement should be a boolean value, but got replacement=1"
+    ):
         RandomSampler(range(3), replacement=1)
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="num_samples should be a positive integer value"):
@@ -286,7 +288,9 @@ def test_batch_sampler_torch_examples():
 
 @pytest.mark.parametrize("bad", [0, -1, 1.0, True, "2", None])
 def test_batch_sampler_rejects_batch_size(bad):
-    with pytest.raises(ValueError, match=f"batch_size should be a positive integer value, but got batch_size={bad}"):
+    with pytest.raises(
+        ValueError, match=f"batch_size should be a positive integer value, but got batch_size={bad}"
+    ):
         BatchSampler(range(3), bad, False)
 
 

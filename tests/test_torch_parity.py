@@ -115,7 +115,9 @@ def test_batch_sampler(n, bs, drop_last):
     assert list(t) == list(o) == [a.tolist() for a in o._index_arrays()]
 
 
-@pytest.mark.parametrize("bs, drop_last", [(0, False), (-1, False), (True, False), (2.0, False), (2, 1), (2, None)])
+@pytest.mark.parametrize(
+    "bs, drop_last", [(0, False), (-1, False), (True, False), (2.0, False), (2, 1), (2, None)]
+)
 def test_batch_sampler_errors(bs, drop_last):
     with pytest.raises(Exception) as t_err:
         tud.BatchSampler(range(4), bs, drop_last)
@@ -129,7 +131,9 @@ def test_batch_sampler_errors(bs, drop_last):
 def test_distributed_unshuffled_exact(n, replicas, drop_last):
     for rank in range(replicas):
         t = tud.DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop_last)
-        o = ours_distributed.DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop_last)
+        o = ours_distributed.DistributedSampler(
+            range(n), replicas, rank, shuffle=False, drop_last=drop_last
+        )
         assert (len(t), t.num_samples, t.total_size) == (len(o), o.num_samples, o.total_size)
         assert list(t) == list(o)
 
@@ -141,7 +145,9 @@ def test_distributed_shuffled_properties(n, replicas, drop_last):
     t_all, o_all = [], []
     for rank in range(replicas):
         t = tud.DistributedSampler(range(n), replicas, rank, seed=5, drop_last=drop_last)
-        o = ours_distributed.DistributedSampler(range(n), replicas, rank, seed=5, drop_last=drop_last)
+        o = ours_distributed.DistributedSampler(
+            range(n), replicas, rank, seed=5, drop_last=drop_last
+        )
         t.set_epoch(2)
         o.set_epoch(2)
         t_out, o_out = list(t), list(o)
@@ -178,7 +184,7 @@ def same(ours, theirs, where="batch"):
             same(ours[k], theirs[k], f"{where}[{k!r}]")
     elif isinstance(theirs, (list, tuple)):
         assert len(ours) == len(theirs)
-        for i, (a, b) in enumerate(zip(ours, theirs)):
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             same(a, b, f"{where}[{i}]")
     else:
         assert ours == theirs, where
@@ -200,7 +206,10 @@ BATCHES = {
     "bytes": [b"a", b"b"],
     "tuples": [(np.zeros(2), 1, "a"), (np.ones(2), 2, "b")],
     "lists": [[0, 1], [2, 3]],
-    "dicts": [{"x": np.zeros(2, np.float32), "y": 1, "s": "a"}, {"x": np.ones(2, np.float32), "y": 2, "s": "b"}],
+    "dicts": [
+        {"x": np.zeros(2, np.float32), "y": 1, "s": "a"},
+        {"x": np.ones(2, np.float32), "y": 2, "s": "b"},
+    ],
     "nested": [{"a": [(1, 2.0), (3, 4.0)], "b": {"c": np.int8(1)}}] * 3,
     "namedtuples": [Point(1, np.zeros(3)), Point(2, np.ones(3))],
     "ordered dicts": [collections.OrderedDict(b=1, a=2)] * 2,
@@ -246,7 +255,17 @@ def test_batched_items_collates_like_torch_rows():
 
 @pytest.mark.parametrize(
     "data",
-    [np.zeros(3, np.float32), np.float32(2.0), 1, 2.5, "s", (np.int8(1), 2), [np.zeros(2)], {"k": np.float64(1)}, Point(np.int16(1), "a")],
+    [
+        np.zeros(3, np.float32),
+        np.float32(2.0),
+        1,
+        2.5,
+        "s",
+        (np.int8(1), 2),
+        [np.zeros(2)],
+        {"k": np.float64(1)},
+        Point(np.int16(1), "a"),
+    ],
 )
 def test_default_convert(data):
     same(ours_collate.default_convert(data), tud.default_convert(data))
@@ -260,7 +279,9 @@ def test_array_dataset_matches_tensor_dataset_through_torchs_loader():
     x = np.arange(40, dtype=np.float32).reshape(10, 4)
     y = np.arange(10)
     ours = tud.DataLoader(ours_dataset.ArrayDataset(x, y), batch_size=4)
-    theirs = tud.DataLoader(tud.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), batch_size=4)
+    theirs = tud.DataLoader(
+        tud.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), batch_size=4
+    )
     for a, b in zip(ours, theirs, strict=True):
         for ta, tb in zip(a, b, strict=True):
             assert ta.dtype == tb.dtype and torch.equal(ta, tb)
@@ -285,7 +306,14 @@ def test_concat_dataset_rules():
 
 @pytest.mark.parametrize(
     "n, lengths",
-    [(10, [0.3, 0.3, 0.4]), (11, [0.5, 0.5]), (7, [0.2] * 5), (30, [0.25, 0.25, 0.5]), (10, [3, 7]), (5, [1, 1, 3])],
+    [
+        (10, [0.3, 0.3, 0.4]),
+        (11, [0.5, 0.5]),
+        (7, [0.2] * 5),
+        (30, [0.25, 0.25, 0.5]),
+        (10, [3, 7]),
+        (5, [1, 1, 3]),
+    ],
 )
 def test_random_split_lengths(n, lengths):
     t = tud.random_split(range(n), lengths, generator=torch_gen())
@@ -303,7 +331,9 @@ def test_random_split_bad_sum():
 
 def test_subset_and_dataset_add():
     base = list(range(100, 110))
-    assert [tud.Subset(base, [3, 1])[i] for i in range(2)] == [ours_dataset.Subset(base, [3, 1])[i] for i in range(2)]
+    assert [tud.Subset(base, [3, 1])[i] for i in range(2)] == [
+        ours_dataset.Subset(base, [3, 1])[i] for i in range(2)
+    ]
     assert len(ours_dataset.Subset(base, range(0, 10, 3))) == len(tud.Subset(base, range(0, 10, 3)))
     both = ours_dataset.Subset(base, [0]) + ours_dataset.Subset(base, [9])
     theirs = tud.Subset(base, [0]) + tud.Subset(base, [9])
