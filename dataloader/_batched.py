@@ -35,20 +35,19 @@ class BatchedItems(Sequence):
     __slots__ = ("_columns", "_len")
 
     def __init__(self, columns: Sequence[np.ndarray]) -> None:
-        if isinstance(columns, np.ndarray) or not isinstance(columns, Sequence):
-            raise TypeError(f"columns must be a tuple of arrays, got {type(columns).__name__}")
-        columns = tuple(columns)
+        if type(columns) is not tuple:
+            if isinstance(columns, np.ndarray) or not isinstance(columns, Sequence):
+                raise TypeError(f"columns must be a tuple of arrays, got {type(columns).__name__}")
+            columns = tuple(columns)
         if not columns:
             raise ValueError("BatchedItems needs at least one column")
-        lengths = []
-        for k, col in enumerate(columns):
-            if getattr(col, "ndim", 1) == 0:
-                raise ValueError(f"column {k} is 0-d (shape ()); columns need a batch axis")
-            lengths.append(len(col))
-        if any(n != lengths[0] for n in lengths):
-            raise ValueError(f"columns must have the same length, got lengths {lengths}")
+        n = _length(columns[0], 0)
+        for k in range(1, len(columns)):
+            if _length(columns[k], k) != n:
+                lengths = [_length(c, j) for j, c in enumerate(columns)]
+                raise ValueError(f"columns must have the same length, got lengths {lengths}")
         self._columns = columns
-        self._len = lengths[0]
+        self._len = n
 
     @property
     def columns(self) -> tuple[np.ndarray, ...]:
@@ -81,3 +80,12 @@ class BatchedItems(Sequence):
             for c in self._columns
         )
         return f"BatchedItems(len={self._len}, columns=[{cols}])"
+
+
+def _length(column: Any, k: int) -> int:
+    shape = getattr(column, "shape", None)
+    if shape is None:
+        return len(column)
+    if not shape:
+        raise ValueError(f"column {k} is 0-d (shape ()); columns need a batch axis")
+    return shape[0]

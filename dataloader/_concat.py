@@ -86,26 +86,29 @@ class ConcatDataset(Dataset[T_co]):
         if idx.size == 0:
             return []
         n = len(self)
-        if idx.min() < -n:
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -n:
             raise ValueError(
-                "absolute value of index should not exceed dataset length "
-                f"(index {int(idx.min())}, length {n})"
+                f"absolute value of index should not exceed dataset length (index {lo}, length {n})"
             )
-        if idx.max() >= n:
-            raise IndexError(
-                f"index {int(idx.max())} is out of range for ConcatDataset of length {n}"
-            )
-        idx = np.where(idx < 0, idx + n, idx)
+        if hi >= n:
+            raise IndexError(f"index {hi} is out of range for ConcatDataset of length {n}")
+        if lo < 0:
+            idx = np.where(idx < 0, idx + n, idx)
         member = np.searchsorted(self._ends, idx, side="right")
-        local = idx - self._starts[member]
+        counts = np.bincount(member, minlength=len(self.datasets)).tolist()
         first = int(member[0])
-        if (member == first).all():
-            return fetch_items(self.datasets[first], local)
+        if counts[first] == len(idx):  # one member: no regrouping
+            return fetch_items(self.datasets[first], idx - self._starts[first])
+        local = idx - self._starts[member]
         order = np.argsort(member, kind="stable")
-        cuts = np.flatnonzero(np.diff(member[order])) + 1
         parts = []
-        for positions in np.split(order, cuts):
-            d = int(member[positions[0]])
+        start = 0
+        for d, count in enumerate(counts):
+            if not count:
+                continue
+            positions = order[start : start + count]
+            start += count
             items = fetch_items(self.datasets[d], local[positions])
             if len(items) != len(positions):
                 raise ValueError(
@@ -135,15 +138,22 @@ def _stackable(parts: list[tuple[np.ndarray, Any]]) -> bool:
 def _assemble(parts: list[tuple[np.ndarray, Any]], size: int) -> Sequence[Any]:
     """Rows of ``parts`` (positions, items) put back in position order."""
     if _stackable(parts):
-        order = np.concatenate([positions for positions, _ in parts])
-        ncols = len(parts[0][1].columns)
         out = []
-        for k in range(ncols):
-            cat = np.concatenate([items.columns[k] for _, items in parts])
-            col = np.empty_like(cat)
-            col[order] = cat
+        for k in range(len(parts[0][1].columns)):
+            cols = [items.columns[k] for _, items in parts]
+            try:  # np.result_type promotes exactly as np.stack of the rows would.
+                dtype = np.result_type(*cols)
+            except TypeError:  # e.g. str with int: let collation of the rows report it
+                return _rows(parts, size)
+            col = np.empty((size, *cols[0].shape[1:]), dtype=dtype)
+            for (positions, _), c in zip(parts, cols, strict=True):
+                col[positions] = c
             out.append(col)
         return BatchedItems(tuple(out))
+    return _rows(parts, size)
+
+
+def _rows(parts: list[tuple[np.ndarray, Any]], size: int) -> list[Any]:
     rows: list[Any] = [None] * size
     for positions, items in parts:
         for p, item in zip(positions.tolist(), items, strict=True):

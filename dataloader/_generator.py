@@ -76,7 +76,8 @@ class EpochRng:
 
     Thread-safety: :meth:`next_rng` and :meth:`set_epoch` take a lock, so concurrent calls
     each claim a distinct epoch; iterating one sampler from several threads at once is still
-    not meaningful (each call is a separate epoch).
+    not meaningful (each call is a separate epoch).  Picklable / deep-copyable: the copy
+    continues from the same epoch with a fresh lock.
     """
 
     __slots__ = ("_epoch", "_lock", "generator")
@@ -96,6 +97,13 @@ class EpochRng:
         value = check_seed(epoch, "epoch")
         with self._lock:
             self._epoch = value
+
+    def __getstate__(self) -> tuple[None | int | np.random.Generator, int]:
+        return (self.generator, self._epoch)  # the lock is not picklable; a copy gets its own
+
+    def __setstate__(self, state: tuple[None | int | np.random.Generator, int]) -> None:
+        self.generator, self._epoch = state
+        self._lock = threading.Lock()
 
     def next_rng(self) -> np.random.Generator:
         """Claim the current epoch (then count up by one) and return its RNG."""

@@ -47,8 +47,8 @@ class DistributedSampler(ChunkedSampler):
     """Restricts loading to this rank's share of the dataset (PyTorch's ``DistributedSampler``).
 
     Args:
-        dataset: anything with ``__len__`` (read at construction and every ``__iter__``; it
-            must not change size, as in PyTorch).
+        dataset: anything with ``__len__`` (read at construction and every ``__iter__``; a
+            size change raises ``ValueError``, PyTorch fails on it too).
         num_replicas: number of ranks; ``None`` reads the ``WORLD_SIZE`` environment
             variable (1 when unset).
         rank: this rank in ``[0, num_replicas)``; ``None`` reads ``RANK`` (0 when unset).
@@ -96,7 +96,7 @@ class DistributedSampler(ChunkedSampler):
         self.drop_last = bool(drop_last)
         self.shuffle = bool(shuffle)
         self.seed = check_seed(seed)
-        n = len(dataset)
+        n = self._dataset_len = len(dataset)
         if self.drop_last and n % num_replicas != 0:
             self.num_samples = math.ceil((n - num_replicas) / num_replicas)
         else:
@@ -109,6 +109,11 @@ class DistributedSampler(ChunkedSampler):
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
         n = len(self.dataset)
+        if n != self._dataset_len:
+            raise ValueError(
+                f"len(dataset) changed from {self._dataset_len} to {n} since this "
+                "DistributedSampler was created; create a new one"
+            )
         order = None
         if self.shuffle and n:
             order = readonly(rng_for(self.seed, self.epoch).permutation(n))

@@ -423,3 +423,9 @@ def test_random_split_subsets_feed_batched_path():
     out = train.__getitems__(np.array([0, 7, 3]))
     assert isinstance(out, BatchedItems)
     assert_collated_equal(default_collate(out), per_row(train, [0, 7, 3]))
+
+
+def test_concat_unpromotable_columns_fall_back_to_rows():
+    c = ConcatDataset([ArrayDataset(np.array(["a", "b"])), ArrayDataset(np.array([1, 2]))])
+    out = c.__getitems__([0, 2, 1])
+    assert isinstance(out, list) and [r[0] for r in out] == ["a", 1, "b"]

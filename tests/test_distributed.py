@@ -168,3 +168,11 @@ def test_index_arrays_fast_path_matches_iter(shuffle, drop_last):
         arrays = [a.tolist() for a in b._index_arrays()]
         assert arrays == list(b)
         assert sum(map(len, arrays)) == len(s)
+
+
+def test_dataset_size_change_is_value_error():
+    data = list(range(10))
+    s = DistributedSampler(data, 2, 0, shuffle=False)
+    data.pop()
+    with pytest.raises(ValueError, match="changed from 10 to 9"):
+        iter(s)

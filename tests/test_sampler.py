@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
+import pickle
 import tracemalloc
 from collections import Counter
 
@@ -429,3 +431,14 @@ def test_index_arrays_are_not_writable_views_of_shared_state():
     first = next(b._index_arrays())
     with pytest.raises(ValueError):
         first[0] = 99
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda s: pickle.loads(pickle.dumps(s))])
+def test_seeded_samplers_copy_and_pickle_with_their_epoch(copier):
+    s = RandomSampler(range(20), generator=3)
+    list(s)
+    twin = copier(s)
+    assert twin.epoch == s.epoch == 1
+    assert list(twin) == list(s)
+    w = copier(WeightedRandomSampler([1.0, 2.0, 3.0], 5, generator=np.random.default_rng(0)))
+    assert len(list(w)) == 5
