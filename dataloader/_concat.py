@@ -132,6 +132,9 @@ def _stackable(parts: list[tuple[np.ndarray, Any]]) -> bool:
             return False
         if len({c.shape[1:] for c in cols}) != 1:
             return False
+        dtypes = {c.dtype for c in cols}
+        if len(dtypes) > 1 and any(dt.kind not in "biufc" for dt in dtypes):
+            return False  # only numbers promote the same way row by row (str + int would not)
     return True
 
 
@@ -141,11 +144,8 @@ def _assemble(parts: list[tuple[np.ndarray, Any]], size: int) -> Sequence[Any]:
         out = []
         for k in range(len(parts[0][1].columns)):
             cols = [items.columns[k] for _, items in parts]
-            try:  # np.result_type promotes exactly as np.stack of the rows would.
-                dtype = np.result_type(*cols)
-            except TypeError:  # e.g. str with int: let collation of the rows report it
-                return _rows(parts, size)
-            col = np.empty((size, *cols[0].shape[1:]), dtype=dtype)
+            # Numeric dtypes (checked above): np.result_type promotes as np.stack of the rows.
+            col = np.empty((size, *cols[0].shape[1:]), dtype=np.result_type(*cols))
             for (positions, _), c in zip(parts, cols, strict=True):
                 col[positions] = c
             out.append(col)
