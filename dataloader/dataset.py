@@ -41,6 +41,11 @@ __all__ = [
     "random_split",
 ]
 
+# Defined in private modules; shown (and pickled) under their public home.
+for _cls in (BatchedItems, ChainDataset, ConcatDataset, Dataset, IterableDataset):
+    _cls.__module__ = __name__
+del _cls
+
 T_co = TypeVar("T_co", covariant=True)
 T = TypeVar("T")
 

@@ -46,6 +46,10 @@ __all__ = [
 ]
 
 
+# Defined in private modules; shown (and pickled) under their public home.
+Sampler.__module__ = BatchSampler.__module__ = __name__
+
+
 class SequentialSampler(ChunkedSampler):
     """Yields ``0, 1, ..., len(data_source) - 1`` in order.
 
@@ -156,7 +160,9 @@ class SubsetRandomSampler(SeededMixin, Sampler[int]):
         generator: as for :class:`RandomSampler`.
     """
 
-    def __init__(self, indices: Sequence[int], generator=None) -> None:
+    def __init__(
+        self, indices: Sequence[int], generator: None | int | np.random.Generator = None
+    ) -> None:
         self.indices = indices
         self._rng = EpochRng(generator)
 
@@ -192,7 +198,7 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler):
         weights: Sequence[float],
         num_samples: int,
         replacement: bool = True,
-        generator=None,
+        generator: None | int | np.random.Generator = None,
     ) -> None:
         if (
             isinstance(num_samples, bool)

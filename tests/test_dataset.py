@@ -429,3 +429,14 @@ def test_concat_unpromotable_columns_fall_back_to_rows():
     c = ConcatDataset([ArrayDataset(np.array(["a", "b"])), ArrayDataset(np.array([1, 2]))])
     out = c.__getitems__([0, 2, 1])
     assert isinstance(out, list) and [r[0] for r in out] == ["a", 1, "b"]
+
+
+def test_public_classes_pickle_under_their_public_module():
+    import pickle
+
+    assert BatchedItems.__module__ == ConcatDataset.__module__ == "dataloader.dataset"
+    c = ConcatDataset([ArrayDataset(np.arange(3)), ArrayDataset(np.arange(2))])
+    twin = pickle.loads(pickle.dumps(c))
+    assert twin.cumulative_sizes == [3, 5] and twin[4][0] == 1
+    items = pickle.loads(pickle.dumps(BatchedItems((np.arange(2),))))
+    assert items[1][0] == 1
