@@ -60,7 +60,8 @@ class BatchSampler(Sampler[list[int]]):
         """The batches of ``iter(self)``, as 1-D int64 arrays (possibly read-only views).
 
         Claims one sampler epoch, like ``iter(self)``.  No per-index Python work when the
-        sampler is our Sequential/Random/WeightedRandomSampler; else each list is converted.
+        sampler is our Sequential/Random/WeightedRandom/DistributedSampler; else each list is
+        converted.
 
         Raises:
             TypeError: (fallback path) a batch holds something other than integers.

@@ -11,9 +11,11 @@ constant memory for any length; ``RandomSampler`` holds one permutation (8 bytes
 
 Loader fast path (internal): :meth:`BatchSampler._index_arrays` yields the same batches as
 ``iter(batch_sampler)`` but as 1-D int64 NumPy arrays.  Over our ``SequentialSampler``,
-``RandomSampler`` and ``WeightedRandomSampler`` it slices the sampler's index chunks
-(``_index_chunks()``) directly, without per-index Python work; over anything else it converts
-each list.  The arrays may be read-only views: do not modify them.
+``RandomSampler``, ``WeightedRandomSampler`` and ``DistributedSampler`` it slices the sampler's
+index chunks (``_index_chunks()``) directly, without per-index Python work; over anything else
+(or a subclass overriding ``__iter__``) it converts each list.  The arrays may be read-only
+views: do not modify them.  ``dataloader._batch_sampler.iter_index_arrays(batch_sampler)`` does
+the same for any batch sampler.
 
 Thread-safety: construct and iterate a sampler on one thread (the loader's consumer thread);
 epoch claiming is locked, but an iterator must not be shared between threads.
