@@ -171,6 +171,8 @@ class NdfFile:
         """
         idx = _as_indices(indices)
         count = idx.shape[0]
+        if count and not self.n:  # before allocating: d may be huge when n == 0
+            raise IndexError(f"index {idx[0]} is out of range for 0 rows in {self.path!r}")
         out_x = _out_array(out_x, "out_x", count, self.d)
         out_y = _out_array(out_y, "out_y", count, self.l)
         self._reader.gather(idx, out_x, out_y)

@@ -1,0 +1,189 @@
+"""Tests for the native gatherer (dataloader/_native/_gather.pyx) via dataloader.ndf.
+
+Covers run coalescing in both access paths, the native argument guards,
+concurrent reads from many threads, close() racing reads, and truncation
+of a file while it is open (pread path).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataloader.ndf import open_ndf, save_ndf
+from dataloader.shard import ShardSampler
+
+ACCESS = ["mmap", "pread"]
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    """A 5000 x (3 + 2) file and its arrays, plus a label-free twin."""
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((5000, 3)), rng.standard_normal((5000, 2))
+    tmp = tmp_path_factory.mktemp("gather")
+    save_ndf(tmp / "xy.ndf", x, y)
+    save_ndf(tmp / "x.ndf", x)
+    return tmp, x, y
+
+
+def test_extension_keeps_the_gil_disabled():
+    import sysconfig
+
+    import dataloader._native._gather  # noqa: F401
+
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("GIL build")
+    assert sys._is_gil_enabled() is False
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    runs=st.lists(st.tuples(st.integers(0, 4999), st.integers(1, 400)), max_size=8),
+    access=st.sampled_from(ACCESS), labels=st.booleans(),
+)
+def test_runs_of_consecutive_indices_are_exact(rows, runs, access, labels):
+    """Runs longer than one preadv's iovec budget (128 rows with labels) too."""
+    tmp, x, y = rows
+    idx = np.concatenate([np.arange(a, min(a + k, 5000)) for a, k in runs] or [np.arange(0)])
+    with open_ndf(tmp / ("xy.ndf" if labels else "x.ndf"), access=access) as f:
+        ox, oy = f.read_rows(idx.astype(np.int64))
+    assert np.array_equal(ox, x[idx])
+    assert np.array_equal(oy, y[idx] if labels else np.empty((len(idx), 0)))
+
+
+@pytest.mark.parametrize("access", ACCESS)
+def test_native_guards_reject_bad_arguments(rows, access):
+    tmp, x, _ = rows
+    with open_ndf(tmp / "xy.ndf", access=access) as f:
+        reader = f._reader
+        ox, oy = np.empty((2, 3)), np.empty((2, 2))
+        with pytest.raises(TypeError, match="indices"):
+            reader.gather(np.array([0, 1], dtype=np.int32), ox, oy)
+        with pytest.raises(TypeError, match="indices"):
+            reader.gather(np.array([0, 9, 1], dtype=np.int64)[::2], ox, oy)
+        with pytest.raises(ValueError, match="out_y must have shape"):
+            reader.gather(np.array([0, 1]), ox, np.empty((2, 3)))
+        with pytest.raises(TypeError, match="out_x"):
+            reader.gather(np.array([0, 1]), ox.astype(np.float32), oy)
+        with pytest.raises(IndexError, match="index -9223372036854775808"):
+            reader.gather(np.array([0, -(2**63)]), ox, oy)
+        with pytest.raises(ValueError, match="3 elements"):
+            reader.gather_one(0, np.empty(4), np.empty(2))
+        reader.gather_one(4999, ox[0], oy[0])
+        assert np.array_equal(ox[0], x[4999])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("access", ACCESS)
+def test_eight_threads_read_one_file_exactly(rows, access):
+    tmp, x, y = rows
+    f = open_ndf(tmp / "xy.ndf", access=access)
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def work(seed: int) -> None:
+        try:
+            rng = np.random.default_rng(seed)
+            start.wait()
+            for _ in range(200):
+                idx = rng.integers(0, 5000, size=int(rng.integers(0, 300)))
+                ox, oy = f.read_rows(idx)
+                if not (np.array_equal(ox, x[idx]) and np.array_equal(oy, y[idx])):
+                    raise AssertionError(f"wrong rows on thread {seed}")
+                i = int(rng.integers(0, 5000))
+                rx, ry = f.read_row(i)
+                if not (np.array_equal(rx, x[i]) and np.array_equal(ry, y[i])):
+                    raise AssertionError(f"wrong row {i} on thread {seed}")
+        except BaseException as exc:  # carried to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    f.close()
+    assert errors == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("access", ACCESS)
+def test_close_while_threads_read_is_safe(rows, access):
+    tmp, x, y = rows
+    fd_dir = "/proc/self/fd"
+    before = len(os.listdir(fd_dir)) if os.path.isdir(fd_dir) else None
+    f = open_ndf(tmp / "xy.ndf", access=access)
+    reads = [0] * 4
+    outcome: list[object] = [None] * 4
+    go = threading.Event()
+
+    def work(k: int) -> None:
+        idx = np.arange(k * 1000, k * 1000 + 256)
+        try:
+            while True:
+                ox, oy = f.read_rows(idx)
+                if not np.array_equal(ox, x[idx]):
+                    outcome[k] = "wrong rows"
+                    return
+                reads[k] += 1
+                go.set()
+        except ValueError as exc:
+            outcome[k] = exc
+        except BaseException as exc:
+            outcome[k] = exc
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    assert go.wait(30)
+    f.close()
+    for t in threads:
+        t.join()
+    assert all(isinstance(o, ValueError) and "closed" in str(o) for o in outcome), outcome
+    assert sum(reads) > 0
+    if before is not None:
+        assert len(os.listdir(fd_dir)) == before  # descriptor released once
+
+
+def test_pread_reports_a_file_truncated_while_open(tmp_path):
+    path = tmp_path / "t.ndf"
+    save_ndf(path, np.ones((100, 4)))
+    with open_ndf(path, access="pread") as f:
+        os.truncate(path, 28 + 50 * 32)
+        assert f.read_rows([10])[0].tolist() == [[1.0] * 4]
+        with pytest.raises(OSError, match="unexpected end of file"):
+            f.read_rows([10, 60])
+
+
+@pytest.mark.timeout(60)
+def test_two_dataloaders_share_one_file(rows):
+    """Two loaders (one per shard) read one NdfDataset concurrently."""
+    loader_mod = pytest.importorskip("dataloader.loader")
+    from dataloader.ndf import NdfDataset
+
+    tmp, x, y = rows
+    with NdfDataset(tmp / "xy.ndf") as ds:
+        results: dict[int, list] = {}
+
+        def consume(shard: int) -> None:
+            sampler = ShardSampler(ds, num_shards=2, shard_id=shard, seed=3)
+            loader = loader_mod.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=2)
+            results[shard] = [(np.asarray(bx), np.asarray(by)) for bx, by in loader]
+
+        threads = [threading.Thread(target=consume, args=(s,)) for s in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for shard in range(2):
+            order = ShardSampler(ds, num_shards=2, shard_id=shard, seed=3).indices(0)
+            got_x = np.concatenate([bx for bx, _ in results[shard]])
+            got_y = np.concatenate([by for _, by in results[shard]])
+            assert np.array_equal(got_x, x[order]) and np.array_equal(got_y, y[order])
