@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader.ndf import open_ndf, save_ndf
+from dataloader.ndf import NdfWriter, open_ndf, save_ndf
 from dataloader.shard import ShardSampler
 
 ACCESS = ["mmap", "pread"]
@@ -187,3 +187,95 @@ def test_two_dataloaders_share_one_file(rows):
             got_x = np.concatenate([bx for bx, _ in results[shard]])
             got_y = np.concatenate([by for _, by in results[shard]])
             assert np.array_equal(got_x, x[order]) and np.array_equal(got_y, y[order])
+
+
+# ---------------------------------------------------------------- streaming, RSS budget
+
+RSS_BUDGET_BYTES = 200 * 2**20
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def _reset_peak_rss() -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False if not allowed."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _check_encoded_rows(ox: np.ndarray, oy: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
+    """Rows encode their index: x[i, j] = 256 i + j, y[i] = -i.  Returns the indices."""
+    ids = (ox[:, 0] / 256).astype(np.int64)
+    if idx is not None:
+        assert np.array_equal(ids, idx)
+    assert np.array_equal(ox, ids[:, None] * 256.0 + np.arange(ox.shape[1]))
+    assert np.array_equal(oy[:, 0], -ids.astype(np.float64))
+    return ids
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_stream_a_file_larger_than_the_rss_budget(tmp_path):
+    """Write >= 1 GiB with NdfWriter, read a shuffled epoch; RSS grows < 200 MiB.
+
+    Page cache is not RSS; the default access ("auto") uses pread for a file
+    this large, so no file page is mapped into the process.
+    """
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("needs /proc/self/status")
+    d, l, batch = 255, 1, 256  # 2 KiB rows
+    n = 2**30 // ((d + l) * 8) + 4096
+    path = tmp_path / "big.ndf"
+    base = _status_bytes("VmRSS")
+    can_reset = _reset_peak_rss()
+    peak = base
+    try:
+        with NdfWriter(path, d, l) as w:
+            cols = np.arange(d, dtype=np.float64)
+            for start in range(0, n, 8192):
+                ids = np.arange(start, min(n, start + 8192), dtype=np.float64)
+                w.append(ids[:, None] * 256.0 + cols, -ids)
+                peak = max(peak, _status_bytes("VmRSS"))
+        assert os.path.getsize(path) >= 2**30
+
+        with open_ndf(path) as f:
+            assert f.access == "pread" and f.n == n
+            perm = np.random.default_rng(0).permutation(n)
+            out_x, out_y = np.empty((batch, d)), np.empty((batch, l))
+            for start in range(0, n, batch):
+                idx = perm[start:start + batch]
+                ox, oy = f.read_rows(idx, out_x[: len(idx)], out_y[: len(idx)])
+                _check_encoded_rows(ox, oy, idx)
+                if start % (64 * batch) == 0:
+                    peak = max(peak, _status_bytes("VmRSS"))
+
+        try:
+            from dataloader.loader import DataLoader
+        except ImportError:
+            DataLoader = None
+        if DataLoader is not None:
+            from dataloader.ndf import NdfDataset
+
+            seen = np.zeros(n, dtype=bool)
+            with NdfDataset(path) as ds:
+                loader = DataLoader(ds, batch_size=batch, shuffle=True, num_workers=2)
+                for k, (bx, by) in enumerate(loader):
+                    seen[_check_encoded_rows(np.asarray(bx), np.asarray(by), None)] = True
+                    if k % 64 == 0:
+                        peak = max(peak, _status_bytes("VmRSS"))
+            assert seen.all()
+        peak = max(peak, _status_bytes("VmRSS"))
+        if can_reset:
+            peak = max(peak, _status_bytes("VmHWM"))
+        assert peak - base < RSS_BUDGET_BYTES, f"RSS grew by {(peak - base) / 2**20:.0f} MiB"
+    finally:
+        path.unlink(missing_ok=True)
