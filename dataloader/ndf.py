@@ -16,12 +16,13 @@ without the GIL, so many threads read one file at once.  Two access paths
 
 * ``"mmap"``: the file is mapped read-only and each row is one ``memcpy``
   from the mapping (no system call per row).  Fastest for page-cached
-  files (≈1.5-2x ``numpy.memmap`` fancy indexing, see
-  benchmarks/bench_ndf.py), but touched pages count in the process's RSS
-  (they remain reclaimable page cache).
+  files: ≈2.3-2.9x ``numpy.memmap`` fancy indexing on shuffled batches of
+  256 rows of 33 float64 (benchmarks/bench_ndf.py).  Touched pages count
+  in the process's RSS (they remain reclaimable page cache).
 * ``"pread"``: one ``preadv(2)`` per run of consecutive indices, scattered
   straight into the outputs; RSS stays flat however large the file.  About
-  1 µs per isolated row (a system call), so slower on shuffled rows.
+  1 µs per isolated row (a system call): ≈0.15x memmap on shuffled rows,
+  as fast as memmap only when batches hold long runs of consecutive rows.
 * ``"auto"`` (default): ``"mmap"`` for files up to MMAP_AUTO_MAX_BYTES
   (512 MiB), ``"pread"`` above.
 
@@ -195,6 +196,8 @@ def open_ndf(path: str | os.PathLike[str], *, access: str = "auto",
 def _as_indices(indices: Any) -> np.ndarray:
     """Indices as a 1-D C-contiguous native int64 array (no copy if already)."""
     if not isinstance(indices, np.ndarray):
+        if not isinstance(indices, (list, tuple, range)):
+            indices = list(indices)  # other iterables, e.g. generators
         if len(indices) == 0:
             return np.empty(0, dtype=np.int64)
         indices = np.asarray(indices)

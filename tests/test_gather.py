@@ -152,6 +152,38 @@ def test_close_while_threads_read_is_safe(rows, access):
         assert len(os.listdir(fd_dir)) == before  # descriptor released once
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("access", ACCESS)
+def test_indices_mutated_during_reads_never_read_outside_the_file(rows, access):
+    """Another thread flips indices between valid and huge values mid-read:
+    each read returns rows or raises IndexError, never touches foreign memory."""
+    tmp, x, _ = rows
+    idx = np.arange(0, 5000, 7, dtype=np.int64)
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            idx[::3] = 2**62
+            idx[::3] = np.arange(0, 5000, 21)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    outcomes = set()
+    try:
+        with open_ndf(tmp / "xy.ndf", access=access) as f:
+            for _ in range(300):
+                try:
+                    ox, _ = f.read_rows(idx)
+                    outcomes.add("rows")
+                    assert np.isin(ox[:, 0], x[:, 0]).all()
+                except IndexError:
+                    outcomes.add("IndexError")
+    finally:
+        stop.set()
+        flipper.join()
+    assert outcomes <= {"rows", "IndexError"} and outcomes
+
+
 def test_pread_reports_a_file_truncated_while_open(tmp_path):
     path = tmp_path / "t.ndf"
     save_ndf(path, np.ones((100, 4)))

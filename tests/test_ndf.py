@@ -353,6 +353,8 @@ def test_read_rows_bad_indices(small, access):
             f.read_row(1.0)
         x, y = f.read_rows([])
         assert x.shape == (0, 4) and y.shape == (0, 2)
+        x, y = f.read_rows(i for i in (3, 1))  # any iterable of ints
+        assert np.array_equal(x, small[1][[3, 1]])
 
 
 @pytest.mark.parametrize("access", ACCESS)

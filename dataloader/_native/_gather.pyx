@@ -76,30 +76,54 @@ cdef Py_ssize_t first_bad_index(
     return -1
 
 
-cdef void gather_mapped(
-    const char* data, Py_ssize_t row_bytes,
+cdef inline Py_ssize_t _run_at(
+    const int64_t* indices, Py_ssize_t k, Py_ssize_t count,
+    int64_t first, int64_t n, Py_ssize_t max_run,
+) noexcept nogil:
+    """Length of the run first, first + 1, ... at position k, all rows < n.
+
+    Each index is loaded once and only the locally computed row numbers are
+    used afterwards, so a caller mutating `indices` concurrently can make
+    the result wrong but never make a read leave the file.
+    """
+    cdef Py_ssize_t run = 1
+    while (k + run < count and run < max_run and first + run < n
+           and indices[k + run] == first + run):
+        run += 1
+    return run
+
+
+cdef int gather_mapped(
+    const char* data, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+    Py_ssize_t* bad,
 ) noexcept nogil:
     cdef Py_ssize_t k = 0, run
+    cdef int64_t row, ahead
     cdef const char* src
-    if y_bytes == 0:
-        # Output rows are contiguous, file rows too: one copy per run.
-        while k < count:
-            run = 1
-            while k + run < count and indices[k + run] == indices[k] + run:
-                run += 1
-            memcpy(out_x + k * x_bytes, data + indices[k] * row_bytes, run * x_bytes)
+    while k < count:
+        row = indices[k]
+        if <unsigned long long>row >= <unsigned long long>n:
+            bad[0] = k
+            return GATHER_BAD_INDEX
+        if y_bytes == 0:
+            # Output rows are contiguous, file rows too: one copy per run.
+            run = _run_at(indices, k, count, row, n, count)
+            memcpy(out_x + k * x_bytes, data + row * row_bytes, run * x_bytes)
             k += run
-        return
-    for k in range(count):
+            continue
         if k + PREFETCH_ROWS < count:
-            src = data + indices[k + PREFETCH_ROWS] * row_bytes
-            DL_PREFETCH(src)
-            DL_PREFETCH(src + row_bytes - 1)
-        src = data + indices[k] * row_bytes
+            ahead = indices[k + PREFETCH_ROWS]
+            if <unsigned long long>ahead < <unsigned long long>n:
+                src = data + ahead * row_bytes
+                DL_PREFETCH(src)
+                DL_PREFETCH(src + row_bytes - 1)
+        src = data + row * row_bytes
         memcpy(out_x + k * x_bytes, src, x_bytes)
         memcpy(out_y + k * y_bytes, src + x_bytes, y_bytes)
+        k += 1
+    return 0
 
 
 cdef int _preadv_full(int fd, iovec* iov, int niov, int64_t offset) noexcept nogil:
@@ -125,21 +149,25 @@ cdef int _preadv_full(int fd, iovec* iov, int niov, int64_t offset) noexcept nog
 
 
 cdef int gather_pread(
-    int fd, int64_t data_offset, Py_ssize_t row_bytes,
+    int fd, int64_t data_offset, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+    Py_ssize_t* bad,
 ) noexcept nogil:
     cdef iovec iov[IOV_PER_CALL]
     cdef Py_ssize_t k = 0, run, j, max_run
+    cdef int64_t row
     cdef int niov, status
     if y_bytes == 0:
         max_run = MAX_RUN_BYTES // x_bytes if x_bytes < MAX_RUN_BYTES else 1
     else:
         max_run = IOV_PER_CALL // 2
     while k < count:
-        run = 1
-        while k + run < count and run < max_run and indices[k + run] == indices[k] + run:
-            run += 1
+        row = indices[k]
+        if <unsigned long long>row >= <unsigned long long>n:
+            bad[0] = k
+            return GATHER_BAD_INDEX
+        run = _run_at(indices, k, count, row, n, max_run)
         if y_bytes == 0:
             iov[0].iov_base = out_x + k * x_bytes
             iov[0].iov_len = run * x_bytes
@@ -151,7 +179,7 @@ cdef int gather_pread(
                 iov[2 * j + 1].iov_base = out_y + (k + j) * y_bytes
                 iov[2 * j + 1].iov_len = y_bytes
             niov = <int>(2 * run)
-        status = _preadv_full(fd, iov, niov, data_offset + indices[k] * row_bytes)
+        status = _preadv_full(fd, iov, niov, data_offset + row * row_bytes)
         if status != 0:
             return status
         k += run
@@ -234,11 +262,12 @@ cdef class Reader:
             posix_fadvise(fd, 0, 0, _FADVICE[advice])  # advice only
 
     def __dealloc__(self):
-        if not self.released:
+        if not self.released:  # no other reference exists: no lock needed
+            self.released = True
             self._free()
 
     cdef void _free(self) noexcept nogil:
-        self.released = True
+        """Unmap and close; the caller has set `released` (exactly once)."""
         if self.base != NULL:
             munmap(self.base, self.map_bytes)
             self.base = NULL
@@ -320,20 +349,23 @@ cdef class Reader:
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
-        cdef Py_ssize_t bad
+        cdef Py_ssize_t bad = -1
         cdef int status = 0
         self._enter()
         with nogil:
+            # Check all first so that nothing is read when an index is bad;
+            # the kernels check again as they load each index.
             bad = first_bad_index(idx, count, self.n)
-            if bad < 0:
-                if self.base != NULL:
-                    gather_mapped(self.base + self.data_offset, self.row_bytes, idx, count,
-                                  px, self.x_bytes, py, self.y_bytes)
-                else:
-                    status = gather_pread(self.fd, self.data_offset, self.row_bytes, idx, count,
-                                          px, self.x_bytes, py, self.y_bytes)
+            if bad >= 0:
+                status = GATHER_BAD_INDEX
+            elif self.base != NULL:
+                status = gather_mapped(self.base + self.data_offset, self.n, self.row_bytes,
+                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
+            else:
+                status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
+                                      idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
             self._leave()
-        if bad >= 0:
+        if status == GATHER_BAD_INDEX:
             raise IndexError(
                 f"index {idx[bad]} is out of range for {self.n} rows in {self.name!r}")
         if status != 0:
