@@ -22,7 +22,9 @@ the batch as NumPy arrays:
   output arrays (x (B, 32) and y (B, 1), both C-contiguous);
 * ``read_rows_mmap_out``: the same into reused output arrays;
 * ``getitems``: NdfDataset.__getitems__ (needs dataloader.dataset);
-* ``python_pread``: one ``os.pread`` per row, joined and split with NumPy.
+* ``python_pread``: one ``os.pread`` per row, joined and split with NumPy;
+* ``seq_memmap`` / ``seq_read_rows_pread``: unshuffled batches (consecutive
+  rows), numpy.memmap vs the pread path (runs read whole).
 
 Machine caveats: on the 2-core shared reference machine, absolute figures
 move +-20% with other load; compare ratios from one run.  The ratio table
@@ -61,7 +63,9 @@ def write_w2_file(directory: str | Path, n: int = N_ROWS) -> Path:
 
 def make_methods(path: Path, n: int) -> tuple[dict[str, Callable[[], None]], dict[str, int], Callable[[], None]]:
     """Epoch functions per method, the batches each runs, and a closer."""
-    batches = [b for b in np.array_split(np.random.default_rng(1).permutation(n), range(BATCH, n, BATCH))]
+    splits = range(BATCH, n, BATCH)
+    batches = np.array_split(np.random.default_rng(1).permutation(n), splits)
+    seq_batches = np.array_split(np.arange(n), splits)
     mm = np.memmap(path, dtype="<f8", mode="r", offset=HEADER_BYTES, shape=(n, D + L))
     plain = np.asarray(mm).view(np.ndarray)
     f_mmap, f_pread = open_ndf(path, access="mmap"), open_ndf(path, access="pread")
@@ -77,10 +81,14 @@ def make_methods(path: Path, n: int) -> tuple[dict[str, Callable[[], None]], dic
         for b in batches:
             plain[b]
 
-    def read_rows(f):
+    def seq_memmap() -> None:
+        for b in seq_batches:
+            mm[b]
+
+    def read_rows(f, order):
         def epoch() -> None:
             rr = f.read_rows
-            for b in batches:
+            for b in order:
                 rr(b)
         return epoch
 
@@ -99,10 +107,12 @@ def make_methods(path: Path, n: int) -> tuple[dict[str, Callable[[], None]], dic
     methods = {
         "memmap": memmap,
         "memmap_ndarray": memmap_ndarray,
-        "read_rows_mmap": read_rows(f_mmap),
+        "read_rows_mmap": read_rows(f_mmap, batches),
         "read_rows_mmap_out": read_rows_mmap_out,
-        "read_rows_pread": read_rows(f_pread),
+        "read_rows_pread": read_rows(f_pread, batches),
         "python_pread": python_pread,
+        "seq_memmap": seq_memmap,
+        "seq_read_rows_pread": read_rows(f_pread, seq_batches),
     }
     try:
         import dataloader.dataset  # noqa: F401
@@ -135,7 +145,8 @@ def ratio_lines(per_batch_s: dict[str, float]) -> list[str]:
              f" batch {BATCH}, per batch:"]
     for name, t in per_batch_s.items():
         line = f"  {name:20s} {t * 1e6:9.1f} us  {BATCH / t / 1e6:6.2f} M rows/s"
-        for base in ("memmap", "memmap_ndarray", "python_pread"):
+        bases = ("seq_memmap",) if name.startswith("seq_") else ("memmap", "memmap_ndarray", "python_pread")
+        for base in bases:
             if base in per_batch_s and name != base:
                 line += f"  {per_batch_s[base] / t:6.2f}x {base}"
         lines.append(line)
@@ -192,7 +203,8 @@ def w2(tmp_path_factory, request):
 
 @pytest.mark.benchmark(group="w2-ndf-rows")
 @pytest.mark.parametrize("name", ["memmap", "memmap_ndarray", "read_rows_mmap", "read_rows_mmap_out",
-                                  "getitems", "read_rows_pread", "python_pread"])
+                                  "getitems", "read_rows_pread", "python_pread", "seq_memmap",
+                                  "seq_read_rows_pread"])
 def test_w2(benchmark, w2, name):
     methods, counts, per_batch = w2
     if name not in methods:

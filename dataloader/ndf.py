@@ -19,10 +19,10 @@ without the GIL, so many threads read one file at once.  Two access paths
   files: ≈2.3-2.9x ``numpy.memmap`` fancy indexing on shuffled batches of
   256 rows of 33 float64 (benchmarks/bench_ndf.py).  Touched pages count
   in the process's RSS (they remain reclaimable page cache).
-* ``"pread"``: one ``preadv(2)`` per run of consecutive indices, scattered
-  straight into the outputs; RSS stays flat however large the file.  About
-  1 µs per isolated row (a system call): ≈0.15x memmap on shuffled rows,
-  as fast as memmap only when batches hold long runs of consecutive rows.
+* ``"pread"``: one ``pread``/``preadv(2)`` per run of consecutive indices;
+  RSS stays flat however large the file.  About 1 µs per isolated row (a
+  system call): ≈0.15x memmap on shuffled rows, about memmap's speed on
+  sequential (unshuffled) batches.
 * ``"auto"`` (default): ``"mmap"`` for files up to MMAP_AUTO_MAX_BYTES
   (512 MiB), ``"pread"`` above.
 

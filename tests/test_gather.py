@@ -49,13 +49,27 @@ def test_extension_keeps_the_gil_disabled():
     access=st.sampled_from(ACCESS), labels=st.booleans(),
 )
 def test_runs_of_consecutive_indices_are_exact(rows, runs, access, labels):
-    """Runs longer than one preadv's iovec budget (128 rows with labels) too."""
+    """Any mix of runs and single rows, with and without labels."""
     tmp, x, y = rows
     idx = np.concatenate([np.arange(a, min(a + k, 5000)) for a, k in runs] or [np.arange(0)])
     with open_ndf(tmp / ("xy.ndf" if labels else "x.ndf"), access=access) as f:
         ox, oy = f.read_rows(idx.astype(np.int64))
     assert np.array_equal(ox, x[idx])
     assert np.array_equal(oy, y[idx] if labels else np.empty((len(idx), 0)))
+
+
+@pytest.mark.parametrize("access", ACCESS)
+def test_runs_longer_than_the_bounce_buffer_and_rows_larger_than_it(rows, tmp_path, access):
+    tmp, x, y = rows  # 40-byte rows: 1638 per 64 KiB bounce buffer
+    with open_ndf(tmp / "xy.ndf", access=access) as f:
+        for idx in (np.arange(5000), np.arange(1, 4999), np.r_[np.arange(3000, 5000), 7, 8]):
+            ox, oy = f.read_rows(idx)
+            assert np.array_equal(ox, x[idx]) and np.array_equal(oy, y[idx])
+    wide = np.random.default_rng(2).standard_normal((3, 9000))  # 72 KB rows
+    save_ndf(tmp_path / "wide.ndf", wide, wide[:, :2])
+    with open_ndf(tmp_path / "wide.ndf", access=access) as f:
+        ox, oy = f.read_rows([0, 1, 2, 1])
+    assert np.array_equal(ox, wide[[0, 1, 2, 1]]) and np.array_equal(oy, wide[[0, 1, 2, 1], :2])
 
 
 @pytest.mark.parametrize("access", ACCESS)

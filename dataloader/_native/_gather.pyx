@@ -10,9 +10,12 @@ Two ways to reach the rows, chosen per `Reader`:
   count in the process's resident set (they are page cache, reclaimable by
   the kernel).  A file truncated by someone else while mapped makes the
   next access raise SIGBUS: do not truncate open files.
-* ``pread``: ``preadv(2)`` per run of consecutive indices, scattering the
-  features and labels straight into the two outputs (no bounce buffer).
-  Nothing is mapped, so the resident set stays flat however large the file.
+* ``pread``: one system call per run of consecutive indices.  A single
+  row is scattered into the two outputs by one ``preadv`` (2 iovecs); a
+  run is read whole, in place when there are no labels, otherwise into a
+  64 KiB bounce buffer and split (a preadv with 2 iovecs per row was
+  measured ~2x slower for runs).  Nothing is mapped, so the resident set
+  stays flat however large the file.
 
 `Reader` owns the file descriptor (and mapping).  It counts the reads in
 flight under a mutex, so ``close()`` from any thread is safe while others
@@ -22,8 +25,9 @@ start after ``close()`` raise ``ValueError``.
 
 cimport cython
 cimport numpy as cnp
-from libc.errno cimport EINTR, errno
+from libc.errno cimport EINTR, ENOMEM, errno
 from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 from posix.fcntl cimport (
     POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL, posix_fadvise,
@@ -55,8 +59,9 @@ cdef extern from *:
 # 14.0 us; 4 and 16 were no better than 8.
 cdef enum:
     PREFETCH_ROWS = 8
-    # iovecs per preadv call (Linux IOV_MAX is 1024); 2 per row with labels.
-    IOV_PER_CALL = 256
+    # Bounce buffer for runs of consecutive rows with labels (bytes): one
+    # read per run of up to this size, then x and y are split by memcpy.
+    BOUNCE_BYTES = 1 << 16
     # Largest single run read by one preadv when there are no labels (bytes).
     MAX_RUN_BYTES = 1 << 30
 
@@ -148,41 +153,74 @@ cdef int _preadv_full(int fd, iovec* iov, int niov, int64_t offset) noexcept nog
     return 0
 
 
+cdef int _read_split(
+    int fd, int64_t offset, Py_ssize_t rows, Py_ssize_t row_bytes, char* bounce,
+    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+) noexcept nogil:
+    """Read `rows` consecutive rows into `bounce` with one pread, then split."""
+    cdef iovec iov
+    cdef Py_ssize_t j
+    cdef int status
+    iov.iov_base = bounce
+    iov.iov_len = rows * row_bytes
+    status = _preadv_full(fd, &iov, 1, offset)
+    if status != 0:
+        return status
+    for j in range(rows):
+        memcpy(out_x + j * x_bytes, bounce + j * row_bytes, x_bytes)
+        memcpy(out_y + j * y_bytes, bounce + j * row_bytes + x_bytes, y_bytes)
+    return 0
+
+
 cdef int gather_pread(
     int fd, int64_t data_offset, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
     Py_ssize_t* bad,
 ) noexcept nogil:
-    cdef iovec iov[IOV_PER_CALL]
-    cdef Py_ssize_t k = 0, run, j, max_run
+    cdef iovec iov[2]
+    cdef Py_ssize_t k = 0, run, max_run
     cdef int64_t row
-    cdef int niov, status
+    cdef int status
+    cdef char* bounce = NULL
     if y_bytes == 0:
         max_run = MAX_RUN_BYTES // x_bytes if x_bytes < MAX_RUN_BYTES else 1
     else:
-        max_run = IOV_PER_CALL // 2
+        max_run = BOUNCE_BYTES // row_bytes
     while k < count:
         row = indices[k]
         if <unsigned long long>row >= <unsigned long long>n:
+            free(bounce)
             bad[0] = k
             return GATHER_BAD_INDEX
-        run = _run_at(indices, k, count, row, n, max_run)
+        run = _run_at(indices, k, count, row, n, max_run) if max_run > 1 else 1
         if y_bytes == 0:
+            # x rows are contiguous in the file and in out_x: read in place.
             iov[0].iov_base = out_x + k * x_bytes
             iov[0].iov_len = run * x_bytes
-            niov = 1
+            status = _preadv_full(fd, iov, 1, data_offset + row * row_bytes)
+        elif run == 1:
+            # One row: scatter x and y with one preadv, no extra copy.
+            iov[0].iov_base = out_x + k * x_bytes
+            iov[0].iov_len = x_bytes
+            iov[1].iov_base = out_y + k * y_bytes
+            iov[1].iov_len = y_bytes
+            status = _preadv_full(fd, iov, 2, data_offset + row * row_bytes)
         else:
-            for j in range(run):
-                iov[2 * j].iov_base = out_x + (k + j) * x_bytes
-                iov[2 * j].iov_len = x_bytes
-                iov[2 * j + 1].iov_base = out_y + (k + j) * y_bytes
-                iov[2 * j + 1].iov_len = y_bytes
-            niov = <int>(2 * run)
-        status = _preadv_full(fd, iov, niov, data_offset + row * row_bytes)
+            # A run: one contiguous read into a bounce buffer, then split.
+            # Sequential batches of 256 x 33 float64, 3.11: 15-17 us a batch
+            # (numpy.memmap 14-17 us); a preadv with 2 iovecs a row: 25-32 us.
+            if bounce == NULL:
+                bounce = <char*>malloc(BOUNCE_BYTES)
+                if bounce == NULL:
+                    return -ENOMEM
+            status = _read_split(fd, data_offset + row * row_bytes, run, row_bytes, bounce,
+                                 out_x + k * x_bytes, x_bytes, out_y + k * y_bytes, y_bytes)
         if status != 0:
+            free(bounce)
             return status
         k += run
+    free(bounce)
     return 0
 
 
