@@ -77,7 +77,7 @@ def test_native_guards_reject_bad_arguments(rows, access):
     tmp, x, _ = rows
     with open_ndf(tmp / "xy.ndf", access=access) as f:
         reader = f._reader
-        ox, oy = np.empty((2, 3)), np.empty((2, 2))
+        ox, oy = np.zeros((2, 3)), np.zeros((2, 2))
         with pytest.raises(TypeError, match="indices"):
             reader.gather(np.array([0, 1], dtype=np.int32), ox, oy)
         with pytest.raises(TypeError, match="indices"):
