@@ -32,8 +32,10 @@ map-style dataset whose ``__getitems__`` is one native gather.
 
 from __future__ import annotations
 
+import errno
 import operator
 import os
+import stat
 import sys
 from typing import Any
 
@@ -81,7 +83,8 @@ class NdfFile:
     Raises:
         ValueError: not an .ndf file (wrong magic), header shorter than 28
             bytes, d == 0, sizes overflowing 63 bits or not matching the
-            file size, or a bad access/advice value.
+            file size, not a regular file (FIFO, device), or a bad
+            access/advice value.
         OSError: the file cannot be opened, read or mapped.
     """
 
@@ -92,9 +95,16 @@ class NdfFile:
         if advice not in ADVICE:
             raise ValueError(f"{advice=} must be one of {ADVICE}")
         self.path = os.fspath(path)
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer.
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
-            file_bytes = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{self.path!r} is not a regular file")
+            os.set_blocking(fd, True)
+            file_bytes = st.st_size
             header = os.pread(fd, NDF_HEADER_BYTES, 0)
             self.n, self.d, self.l = parse_header(header, file_bytes, self.path)
         except BaseException:

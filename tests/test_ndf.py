@@ -243,8 +243,15 @@ def test_open_rejects_bad_files(tmp_path, data, problem):
 def test_open_io_errors_are_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
         open_ndf(tmp_path / "missing.ndf")
-    with pytest.raises(OSError):
-        open_ndf(tmp_path)  # a directory
+    with pytest.raises(IsADirectoryError):
+        open_ndf(tmp_path)
+
+
+@pytest.mark.timeout(10)
+def test_open_rejects_fifos_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ValueError, match="not a regular file"):
+        open_ndf(tmp_path / "fifo")
 
 
 def test_open_rejects_bad_options(small):
