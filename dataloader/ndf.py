@@ -44,6 +44,7 @@ import numpy as np
 from ._native._gather import ADVICE, Reader
 from ._ndf_format import MMAP_AUTO_MAX_BYTES, NDF_HEADER, NDF_HEADER_BYTES, parse_header
 from ._ndf_write import NdfWriter, save_ndf
+from .dataset import BatchedItems, Dataset
 
 __all__ = [
     "NDF_HEADER",
@@ -244,20 +245,7 @@ def _out_array(out: Any, name: str, rows: int, cols: int) -> np.ndarray:
     return out
 
 
-_batched_items: Any = None
-
-
-def _BatchedItems() -> Any:  # noqa: N802 - returns a class
-    """dataloader.dataset.BatchedItems, imported on first use."""
-    global _batched_items
-    if _batched_items is None:
-        from .dataset import BatchedItems
-
-        _batched_items = BatchedItems
-    return _batched_items
-
-
-class NdfDataset:
+class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
     """Map-style dataset over an `.ndf` file: item i is (x row (d,), y row (l,)).
 
     ``__getitems__(indices)`` gathers a whole batch with one native call and
@@ -292,7 +280,7 @@ class NdfDataset:
         return self.file.read_row(index)
 
     def __getitems__(self, indices: Any) -> Any:
-        return _BatchedItems()(self.file.read_rows(indices))
+        return BatchedItems(self.file.read_rows(indices))
 
     def close(self) -> None:
         """Close the file if this dataset opened it."""

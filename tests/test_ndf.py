@@ -5,9 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import struct
-import sys
 import tempfile
-import types
 
 import numpy as np
 import pytest
@@ -45,22 +43,10 @@ def small(tmp_path):
 
 
 @pytest.fixture
-def batched_items(monkeypatch):
-    """dataloader.dataset.BatchedItems, or a test double while it is not on main."""
-    try:
-        from dataloader.dataset import BatchedItems
-    except ImportError:
+def batched_items():
+    """The class NdfDataset.__getitems__ returns (the loader's stacked-batch marker)."""
+    from dataloader.dataset import BatchedItems
 
-        class BatchedItems(tuple):  # minimal double: columns + per-row tuples
-            def __new__(cls, columns):
-                self = super().__new__(cls, zip(*columns))
-                self.columns = tuple(columns)
-                return self
-
-        module = types.ModuleType("dataloader.dataset")
-        module.BatchedItems = BatchedItems
-        monkeypatch.setitem(sys.modules, "dataloader.dataset", module)
-    monkeypatch.setattr(ndf, "_batched_items", None)
     return BatchedItems
 
 
