@@ -1,3 +1,61 @@
 """Shared fixtures and fakes for the test suite."""
 
 from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+
+class RecordingDataset:
+    """A map-style dataset whose items are their index (as int64 arrays) and which records calls.
+
+    ``fail`` is a set of indices that raise ``KeyError(index)``; ``delay_s`` maps an index
+    to a sleep in seconds (a slow item).  Thread-safe.
+    """
+
+    def __init__(self, n: int, fail: set[int] | frozenset[int] = frozenset(), delay_s: dict[int, float] | None = None):
+        self.n = n
+        self.fail = frozenset(fail)
+        self.delay_s = delay_s or {}
+        self.lock = threading.Lock()
+        self.calls: list[int] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.threads: set[str] = set()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> Any:
+        with self.lock:
+            self.calls.append(int(index))
+            self.threads.add(threading.current_thread().name)
+        if index in self.delay_s:
+            time.sleep(self.delay_s[index])
+        if index in self.fail:
+            raise KeyError(index)
+        return np.array([index, index * 2], dtype=np.int64)
+
+
+@pytest.fixture
+def recording_dataset() -> type[RecordingDataset]:
+    return RecordingDataset
+
+
+def collect(loader: Any) -> list[tuple[str, Any]]:
+    """Iterate one epoch, recording each batch or the type and args of its exception."""
+    out: list[tuple[str, Any]] = []
+    it = iter(loader)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return out
+        except Exception as exc:  # noqa: BLE001 - the test compares errors too
+            out.append(("error", (type(exc).__name__, exc.args)))
+        else:
+            out.append(("batch", batch))

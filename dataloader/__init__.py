@@ -1,0 +1,74 @@
+"""dataloader: a PyTorch-style training DataLoader whose workers are threads.
+
+Built for free-threaded CPython (3.13t), where worker threads run Python in
+parallel; on ordinary CPython the native parts (row gathering, collation) still
+run in parallel because they release the GIL.  Batches are NumPy arrays.
+
+Public names are re-exported here; everything in a module whose name starts
+with an underscore (and all of ``dataloader._native``) is private.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._context import WorkerInfo, get_worker_info, item_rng
+from .collate import default_collate, default_convert
+from .dataset import (
+    ArrayDataset,
+    BatchedItems,
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    Subset,
+    random_split,
+)
+from .distributed import DistributedSampler
+from .loader import DataLoader
+from .ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+from .shard import ShardSampler
+
+try:
+    __version__ = version("dataloader")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+local"
+
+__all__ = [
+    "ArrayDataset",
+    "BatchSampler",
+    "BatchedItems",
+    "ChainDataset",
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "DistributedSampler",
+    "IterableDataset",
+    "NdfDataset",
+    "NdfFile",
+    "NdfWriter",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
+    "ShardSampler",
+    "Subset",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "WorkerInfo",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "item_rng",
+    "open_ndf",
+    "random_split",
+    "save_ndf",
+]
+assert sorted(__all__) == __all__, "keep __all__ sorted"

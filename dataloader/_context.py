@@ -1,0 +1,112 @@
+"""Per-thread context: which worker a thread is, and which item it is processing.
+
+``get_worker_info()`` follows PyTorch: inside a worker thread it describes the
+worker; on any other thread it returns ``None``.  ``item_rng()`` gives the
+random generator of the item being processed, derived from (loader seed, epoch,
+item index) so that random augmentation does not depend on which thread ran an
+item, nor on ``num_workers`` or ``item_concurrency``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["WorkerInfo", "get_worker_info", "item_rng", "epoch_seed"]
+
+_local = threading.local()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """What a worker thread knows about itself (PyTorch's ``WorkerInfo``).
+
+    Attributes:
+        id: the worker's number, ``0 <= id < num_workers``.
+        num_workers: the loader's ``num_workers``.
+        seed: this worker's seed for this epoch: the epoch's base seed plus ``id``
+            (as in PyTorch); a non-negative int below ``2**63``.
+        dataset: the dataset the loader reads (shared by every worker thread, not a
+            copy: mutating it is visible to all workers).
+    """
+
+    id: int
+    num_workers: int
+    seed: int
+    dataset: Any
+
+
+def get_worker_info() -> WorkerInfo | None:
+    """Return the calling worker thread's ``WorkerInfo``, or ``None`` outside workers.
+
+    Thread-safety: each thread sees its own value.
+    """
+    return getattr(_local, "worker", None)
+
+
+def epoch_seed(base_seed: int, epoch: int) -> int:
+    """The seed of one epoch: a pure function of ``(base_seed, epoch)``, in ``[0, 2**63)``."""
+    state = np.random.SeedSequence([base_seed, epoch]).generate_state(1, np.uint64)
+    return int(state[0]) >> 1
+
+
+def item_rng(index: int | None = None) -> np.random.Generator:
+    """A NumPy random generator for one item, seeded from (loader seed, epoch, index).
+
+    Inside a loader (on a worker thread, a lane, or the consumer thread with
+    ``num_workers=0``) the loader's base seed and the current epoch are used, so
+    an item's random draws are the same whatever thread processes it and however
+    many workers there are.  Use it in ``__getitem__`` or a ``transform`` instead
+    of a global RNG.
+
+    Args:
+        index: the dataset index of the item.  ``None`` means the item the loader
+            is processing on this thread right now.  Outside a loader an explicit
+            index uses base seed 0 and epoch 0.
+
+    Returns:
+        A fresh ``numpy.random.Generator`` (PCG64); creating one costs a few µs.
+
+    Raises:
+        RuntimeError: ``index`` is None outside a loader's item processing.
+        TypeError: ``index`` is not an int.
+    """
+    epoch_key = getattr(_local, "epoch_key", None)
+    if index is None:
+        index = getattr(_local, "index", None)
+        if index is None or epoch_key is None:
+            raise RuntimeError(
+                "item_rng() without an index only works while a DataLoader processes an item; "
+                "pass the item's index explicitly"
+            )
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"index must be an int, got {type(index).__name__}")
+    base_seed, epoch = epoch_key if epoch_key is not None else (0, 0)
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([base_seed, epoch, int(index)])))
+
+
+# -- loader-internal setters -----------------------------------------------------
+
+
+def _set_worker(info: WorkerInfo | None) -> None:
+    _local.worker = info
+
+
+def _set_epoch_key(key: tuple[int, int] | None) -> None:
+    _local.epoch_key = key
+
+
+def _set_index(index: int | None) -> None:
+    _local.index = index
+
+
+def _snapshot() -> tuple[Any, Any]:
+    return getattr(_local, "worker", None), getattr(_local, "epoch_key", None)
+
+
+def _restore(snapshot: tuple[Any, Any]) -> None:
+    _local.worker, _local.epoch_key = snapshot
+    _local.index = None

@@ -1,0 +1,29 @@
+"""Turning a batch of indices (list of ints or 1-D integer array) into a 1-D int64 array."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["as_index_array"]
+
+
+def as_index_array(indices: object) -> np.ndarray:
+    """``indices`` as a 1-D int64 array (no copy when it already is one).
+
+    Args:
+        indices: a sequence of ints (Python or NumPy) or a 1-D integer array.
+
+    Raises:
+        TypeError: not integers (floats, bools, strings, objects) or not 1-D.
+    """
+    if isinstance(indices, np.ndarray) and indices.dtype == np.int64 and indices.ndim == 1:
+        return indices
+    arr = np.asarray(indices)
+    if arr.size == 0 and arr.ndim == 1:
+        return np.empty(0, dtype=np.int64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise TypeError(
+            "indices must be a flat sequence of ints or a 1-D integer array, "
+            f"got dtype {arr.dtype} shape {arr.shape}"
+        )
+    return arr.astype(np.int64, copy=False)

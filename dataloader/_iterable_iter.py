@@ -1,0 +1,267 @@
+"""Epoch iterators over an ``IterableDataset``.
+
+As in PyTorch, every worker runs its own ``iter(dataset)``; the dataset shards
+itself with ``get_worker_info()`` (a dataset that does not shard yields its
+items once per worker).  Each worker batches and collates its own items.  With
+``in_order=True`` the consumer takes batches from the workers in turn (worker
+0, 1, ..., skipping workers that are done), which is PyTorch's order; with
+``in_order=False`` it takes whichever batch is ready first.
+
+At most ``num_workers + prefetch_depth`` batches wait (per worker
+``ceil(window / num_workers)`` in order).  An exception from the dataset's
+iterator or from ``collate_fn`` is raised for its batch; the worker then goes
+on calling ``next()`` on its iterator (a generator that raised is finished,
+which ends that worker), as PyTorch's workers do.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import _context
+from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
+from ._fetch import Failure
+from ._map_iter import EpochIterator
+from ._worker import WorkerPool, start_worker
+
+__all__ = ["IterableBatcher", "IterableSequentialIterator", "IterableWorkerIterator"]
+
+_END = object()
+
+
+class IterableBatcher:
+    """Cuts one iterator's items into collated batches.
+
+    Args:
+        batch_size: items per batch, or None for no auto-batching (one item each).
+        drop_last: drop a short final batch.
+        collate_fn: called with the list of items (or the single item).
+        transform: per-item ``transform(item)``, or None.
+        epoch_key: ``(base_seed, epoch)`` for ``item_rng``.
+    """
+
+    def __init__(
+        self,
+        batch_size: int | None,
+        drop_last: bool,
+        collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None,
+        epoch_key: tuple[int, int],
+    ) -> None:
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.collate_fn = collate_fn
+        self.transform = transform
+        self.epoch_key = epoch_key
+
+    def next_batch(self, it: Any) -> Any:
+        """The next batch (or ``Failure``) from ``it``, or ``_END`` when it is exhausted."""
+        _context._set_epoch_key(self.epoch_key)
+        transform = self.transform
+        try:
+            if self.batch_size is None:
+                item = next(it)
+                return self.collate_fn(transform(item) if transform is not None else item)
+            items = []
+            try:
+                while len(items) < self.batch_size:
+                    item = next(it)
+                    items.append(transform(item) if transform is not None else item)
+            except StopIteration:
+                if not items or self.drop_last:
+                    return _END
+            return self.collate_fn(items)
+        except StopIteration:
+            return _END
+        except BaseException as exc:
+            return Failure(exc)
+
+
+class IterableSequentialIterator(EpochIterator):
+    """``num_workers=0``: items are drawn and batched inside ``next()``."""
+
+    def __init__(self, dataset: Any, batcher: IterableBatcher, length: int | None) -> None:
+        self._length = length
+        self._batcher: IterableBatcher | None = batcher
+        self._it: Any = None
+        self._start_error: BaseException | None = None
+        try:
+            self._it = iter(dataset)
+        except Exception as exc:
+            self._start_error = exc
+
+    def __next__(self) -> Any:
+        if self._start_error is not None:
+            exc, self._start_error = self._start_error, None
+            self.close()
+            raise exc
+        if self._it is None or self._batcher is None:
+            raise StopIteration
+        out = self._batcher.next_batch(self._it)
+        if out is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(out, Failure):
+            out.reraise()
+        return out
+
+    def close(self) -> None:
+        self._it = None
+        self._batcher = None
+
+
+class _IterableEpoch:
+    """What the worker threads of an iterable epoch share."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        dataset: Any,
+        batcher: IterableBatcher,
+        window: int,
+        in_order: bool,
+        worker_setup: tuple[int, Any, Any, bool],
+    ) -> None:
+        n = pool.num_workers
+        self.pool = pool
+        self.dataset = dataset
+        self.batcher: IterableBatcher | None = batcher
+        self.worker_setup = worker_setup
+        self.cancelled = threading.Event()
+        self.active = n
+        self.idle = threading.Condition(threading.Lock())
+        if in_order:
+            per_worker = -(-window // n)
+            self.queues = [queue.Queue(per_worker) for _ in range(n)]
+        else:
+            shared: queue.Queue[Any] = queue.Queue(window)
+            self.queues = [shared] * n
+
+    def work(self, worker_id: int) -> None:
+        try:
+            if self.cancelled.is_set():
+                return
+            seed, dataset, init_fn, persistent = self.worker_setup
+            batcher = self.batcher
+            out = self.queues[worker_id]
+            try:
+                start_worker(
+                    worker_id, self.pool.num_workers, seed + worker_id, dataset, init_fn,
+                    self.pool.needs_init(worker_id, persistent),
+                )
+                it = iter(dataset)
+            except BaseException as exc:
+                self._put(out, (worker_id, Failure(exc)))
+                self._put(out, (worker_id, _END))
+                return
+            del dataset, init_fn
+            while not self.cancelled.is_set():
+                payload = batcher.next_batch(it)  # type: ignore[union-attr]
+                if not self._put(out, (worker_id, payload)) or payload is _END:
+                    break
+                del payload
+        finally:
+            _context._set_worker(None)
+            _context._set_epoch_key(None)
+            with self.idle:
+                self.active -= 1
+                self.idle.notify_all()
+
+    def _put(self, out: queue.Queue[Any], entry: Any) -> bool:
+        while not self.cancelled.is_set():
+            try:
+                out.put(entry, timeout=WAIT_SLICE_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def close(self) -> None:
+        self.cancelled.set()
+        for q in self.queues:
+            _drain(q)
+        if not self.pool.owns_current_thread():
+            with self.idle:
+                self.idle.wait_for(lambda: self.active <= 0, SHUTDOWN_JOIN_TIMEOUT_S)
+        self.pool.clear(self)
+        for q in self.queues:
+            _drain(q)
+        self.dataset = None
+        self.batcher = None
+        self.worker_setup = (0, None, None, False)
+
+
+def _drain(q: queue.Queue[Any]) -> None:
+    while True:
+        try:
+            q.get_nowait()
+        except queue.Empty:
+            return
+
+
+class IterableWorkerIterator(EpochIterator):
+    """``num_workers > 0`` over an ``IterableDataset``."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        dataset: Any,
+        batcher: IterableBatcher,
+        window: int,
+        length: int | None,
+        timeout_s: float,
+        in_order: bool,
+        worker_setup: tuple[int, Any, Any, bool],
+    ) -> None:
+        self._closed = False
+        self._length = length
+        self._timeout_s = timeout_s
+        self._in_order = in_order
+        self._epoch = _IterableEpoch(pool, dataset, batcher, window, in_order, worker_setup)
+        self._live = list(range(pool.num_workers))
+        self._turn = 0
+        pool.run(self._epoch)
+
+    def __next__(self) -> Any:
+        while True:
+            if self._closed or not self._live:
+                self.close()
+                raise StopIteration
+            if self._in_order:
+                worker = self._live[self._turn % len(self._live)]
+                q = self._epoch.queues[worker]
+            else:
+                q = self._epoch.queues[0]
+            worker, payload = self._get(q)
+            if payload is _END:
+                i = self._live.index(worker)
+                self._live.remove(worker)
+                if self._in_order and self._live:
+                    self._turn = i % len(self._live)
+                continue
+            if self._in_order:
+                self._turn = (self._live.index(worker) + 1) % len(self._live)
+            if isinstance(payload, Failure):
+                payload.reraise()
+            return payload
+
+    def _get(self, q: queue.Queue[Any]) -> Any:
+        start = time.monotonic()
+        while True:
+            try:
+                return q.get(timeout=WAIT_SLICE_S)
+            except queue.Empty:
+                if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
+                    raise TimeoutError(
+                        f"no batch was ready after timeout={self._timeout_s} s"
+                    ) from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._epoch.close()

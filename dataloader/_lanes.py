@@ -1,0 +1,143 @@
+"""Item lanes: the items of one batch fetched by up to ``item_concurrency`` threads.
+
+The thread that builds a batch is one lane; it asks the ``LanePool`` for up to
+``k - 1`` helpers.  Every lane takes the batch's next position from a shared
+counter, fetches and transforms that item, and takes another, so uneven items
+balance across lanes.  Positions are taken in increasing order, so when an item
+fails every earlier position has already been taken: the lanes stop taking new
+ones, wait for those in flight, and the batch fails with the first error by
+position — the same error the sequential loader raises.
+
+A helper that starts after the batch is complete does nothing, so the batch
+thread never waits for a lane that is busy elsewhere; it waits only for lanes
+that are inside its batch.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _context
+from ._constants import LANE_THREAD_PREFIX, SHUTDOWN_JOIN_TIMEOUT_S
+
+__all__ = ["LanePool", "fetch_with_lanes"]
+
+
+class LanePool:
+    """Threads that run lane jobs; created with the loader's pool, reused across epochs.
+
+    Args:
+        num_threads: number of helper threads (>= 1).
+
+    Thread-safety: ``submit`` may be called from any thread.
+    """
+
+    def __init__(self, num_threads: int) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(
+                target=_lane_main, args=(self._jobs,), name=f"{LANE_THREAD_PREFIX}-{i}", daemon=True
+            )
+            for i in range(num_threads)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def shutdown(self) -> None:
+        """Stop the threads after the jobs already queued; join them unless finalizing."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        if sys.is_finalizing():
+            return
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(SHUTDOWN_JOIN_TIMEOUT_S)
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        return list(self._threads)
+
+
+def _lane_main(jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
+    while True:
+        job = jobs.get()
+        if job is None:
+            return
+        job()
+        del job
+
+
+class _LaneBatch:
+    """The shared state of one batch's lanes."""
+
+    def __init__(self, fetch_item: Callable[[Any], Any], indices: Sequence[Any]) -> None:
+        self.fetch_item = fetch_item
+        self.indices = indices
+        self.items: list[Any] = [None] * len(indices)
+        self.errors: list[tuple[int, BaseException]] = []
+        self.next_pos = 0
+        self.inside = 0
+        self.closed = False
+        self.cond = threading.Condition(threading.Lock())
+        self.snapshot = _context._snapshot()
+
+    def run_lane(self, helper: bool) -> None:
+        cond = self.cond
+        with cond:
+            if self.closed:
+                return
+            self.inside += 1
+        saved = _context._snapshot() if helper else None
+        if helper:
+            _context._restore(self.snapshot)
+        try:
+            while True:
+                with cond:
+                    pos = self.next_pos
+                    if self.closed or pos >= len(self.items):
+                        self.closed = True
+                        break
+                    self.next_pos = pos + 1
+                try:
+                    self.items[pos] = self.fetch_item(self.indices[pos])
+                except BaseException as exc:  # carried to the consumer, whatever it is
+                    with cond:
+                        self.errors.append((pos, exc))
+                        self.closed = True
+        finally:
+            if helper:
+                _context._restore(saved)
+            with cond:
+                self.inside -= 1
+                if self.inside == 0:
+                    cond.notify_all()
+
+
+def fetch_with_lanes(
+    lanes: LanePool, fetch_item: Callable[[Any], Any], indices: Sequence[Any], k: int
+) -> list[Any]:
+    """Fetch ``indices`` with up to ``k`` lanes; return the items in order.
+
+    Raises:
+        The exception of the first failing item by position.
+    """
+    batch = _LaneBatch(fetch_item, indices)
+    for _ in range(min(k, len(indices)) - 1):
+        lanes.submit(lambda: batch.run_lane(True))
+    batch.run_lane(False)
+    with batch.cond:
+        while batch.inside > 0:
+            batch.cond.wait()
+    if batch.errors:
+        pos, exc = min(batch.errors, key=lambda e: e[0])
+        batch.errors.clear()
+        raise exc
+    return batch.items

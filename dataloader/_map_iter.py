@@ -1,0 +1,279 @@
+"""Epoch iterators over a map-style dataset.
+
+``SequentialIterator`` (``num_workers=0``) does everything inside ``next()``.
+``WindowedIterator`` (``num_workers > 0``) runs the claim window of
+``_native._ring``: the consumer thread advances the batch sampler lazily, only
+as the window moves, and publishes each batch's indices; worker threads claim,
+build and complete batches; the reorder ring gives them back in epoch order.
+
+Both keep the same contract, so their outputs are identical for every
+``(num_workers, prefetch_depth, item_concurrency)``:
+
+- a batch's exception is raised by ``next()`` for that batch, and the next
+  ``next()`` continues;
+- an exception from the sampler is raised at the position where it happened,
+  after every earlier batch, and then the epoch ends (a failure to start the
+  epoch is raised by the first ``next()``);
+- ``close()`` (also on ``break`` through ``with``, or garbage collection) stops
+  the epoch: no worker starts another batch, batches in flight are waited for
+  (at most ``SHUTDOWN_JOIN_TIMEOUT_S``) and dropped, and nothing of the epoch
+  stays referenced by the pool's threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import _context
+from ._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from ._fetch import Failure, Fetcher
+from ._native._ring import Window
+from ._worker import WorkerPool, start_worker
+
+__all__ = ["EpochIterator", "SequentialIterator", "WindowedIterator"]
+
+
+class EpochIterator:
+    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
+
+    _length: int | None = None
+    _loader: Any = None
+
+    def __iter__(self) -> EpochIterator:
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this epoch has no length (its sampler or dataset has no __len__)")
+        return self._length
+
+    def __enter__(self) -> EpochIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # never raise from a finalizer
+            pass
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SequentialIterator(EpochIterator):
+    """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``."""
+
+    def __init__(self, make_indices: Callable[[], Iterator[Any]], fetch: Fetcher, length: int | None) -> None:
+        self._length = length
+        self._fetch: Fetcher | None = fetch
+        self._indices: Iterator[Any] | None = None
+        self._start_error: BaseException | None = None
+        try:
+            self._indices = make_indices()
+        except Exception as exc:
+            self._start_error = exc
+
+    def __next__(self) -> Any:
+        if self._start_error is not None:
+            exc, self._start_error = self._start_error, None
+            self.close()
+            raise exc
+        if self._indices is None or self._fetch is None:
+            raise StopIteration
+        try:
+            indices = next(self._indices)
+        except StopIteration:
+            self.close()
+            raise
+        except Exception:
+            self.close()
+            raise
+        return self._fetch(indices)
+
+    def close(self) -> None:
+        self._indices = None
+        self._fetch = None
+
+
+class _Epoch:
+    """The part of an epoch that worker threads see: window, slots, fetcher.
+
+    Workers hold this object, never the consumer's iterator, so dropping the
+    iterator lets the garbage collector close the epoch.
+    """
+
+    def __init__(self, pool: WorkerPool, window: int, fetch: Fetcher, worker_setup: tuple[Any, ...]) -> None:
+        self.pool = pool
+        self.window = Window(window)
+        self.size = window
+        self.tasks: list[Any] = [None] * window
+        self.results: list[Any] = [None] * window
+        self.fetch: Fetcher | None = fetch
+        self.worker_setup = worker_setup
+
+    def close(self) -> None:
+        window = self.window
+        window.cancel()
+        if not self.pool.owns_current_thread():
+            window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
+        self.pool.clear(self)
+        self.fetch = None
+        self.worker_setup = (0, None, None, False)
+        for i in range(self.size):
+            self.tasks[i] = None
+            self.results[i] = None
+
+    def work(self, worker_id: int) -> None:
+        """The worker loop: claim a batch, build it, complete it; until none is left."""
+        window = self.window
+        try:
+            if window.cancelled:
+                return
+            fetch = self.fetch
+            seed, dataset, init_fn, persistent = self.worker_setup
+            init_error: BaseException | None = None
+            try:
+                start_worker(
+                    worker_id,
+                    self.pool.num_workers,
+                    seed + worker_id,
+                    dataset,
+                    init_fn,
+                    self.pool.needs_init(worker_id, persistent),
+                )
+            except BaseException as exc:
+                # A failing worker_init_fn fails every batch this worker builds.
+                init_error = exc
+            del dataset, init_fn
+            tasks, results, size = self.tasks, self.results, self.size
+            while (k := window.claim()) >= 0:
+                slot = k % size
+                if init_error is not None:
+                    result: Any = Failure(init_error)
+                else:
+                    try:
+                        result = fetch(tasks[slot])  # type: ignore[misc]
+                    except BaseException as exc:  # carried to the consumer
+                        result = Failure(exc)
+                        del exc
+                results[slot] = result
+                del result
+                window.complete(k)
+        finally:
+            _context._set_worker(None)
+            _context._set_epoch_key(None)
+            window.leave()
+
+
+class WindowedIterator(EpochIterator):
+    """``num_workers > 0``: worker threads fill a bounded, ordered window of batches.
+
+    Args:
+        pool: the loader's worker pool.
+        make_indices: starts the epoch's batch sampler (called here, on the consumer).
+        fetch: builds one batch from its indices.
+        window: number of batches being built or waiting (``num_workers + prefetch_depth``).
+        length: ``len()`` of the epoch, or None.
+        timeout_s: seconds ``next()`` waits for one batch; 0 waits without limit.
+        in_order: False yields batches in completion order.
+        worker_setup: ``(epoch seed, dataset, worker_init_fn, persistent_workers)``.
+    """
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        make_indices: Callable[[], Iterator[Any]],
+        fetch: Fetcher,
+        window: int,
+        length: int | None,
+        timeout_s: float,
+        in_order: bool,
+        worker_setup: tuple[int, Any, Callable[[int], None] | None, bool],
+    ) -> None:
+        self._closed = False
+        self._length = length
+        self._epoch = _Epoch(pool, window, fetch, worker_setup)
+        self._timeout_s = timeout_s
+        self._in_order = in_order
+        self._indices: Iterator[Any] | None = None
+        self._exhausted = False
+        self._pending_error: tuple[int, BaseException] | None = None
+        try:
+            self._indices = make_indices()
+        except Exception as exc:
+            self._pending_error = (0, exc)
+            self._exhausted = True
+            self._epoch.window.finish()
+            return
+        self._fill()
+        self._epoch.window.enter(pool.num_workers)
+        pool.run(self._epoch)
+
+    def _fill(self) -> None:
+        """Publish batches until the window is full or the sampler is exhausted."""
+        epoch = self._epoch
+        window, tasks, size = epoch.window, epoch.tasks, epoch.size
+        limit = window.base + size
+        while not self._exhausted and window.published < limit:
+            try:
+                indices = next(self._indices)  # type: ignore[arg-type]
+            except StopIteration:
+                self._exhausted = True
+                window.finish()
+                return
+            except Exception as exc:
+                self._pending_error = (window.published, exc)
+                self._exhausted = True
+                window.finish()
+                return
+            tasks[window.published % size] = indices
+            window.publish()
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        epoch = self._epoch
+        window = epoch.window
+        k = window.base
+        if k == window.published:
+            self._end_of_epoch(k)
+        if self._in_order:
+            status = window.wait(k, self._timeout_s)
+            if status == 0:
+                raise TimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
+        else:
+            k = window.wait_any(self._timeout_s)
+            status = 1 if k >= 0 else (0 if k == -1 else -1)
+            if status == 0:
+                raise TimeoutError(f"no batch was ready after timeout={self._timeout_s} s")
+        if status < 0:
+            raise StopIteration
+        slot = k % epoch.size
+        result = epoch.results[slot]
+        epoch.results[slot] = None
+        epoch.tasks[slot] = None
+        window.release(k)
+        self._fill()
+        if isinstance(result, Failure):
+            result.reraise()
+        return result
+
+    def _end_of_epoch(self, k: int) -> None:
+        pending = self._pending_error
+        self._pending_error = None
+        self.close()
+        if pending is not None and pending[0] == k:
+            raise pending[1]
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the epoch; wait (bounded) for batches in flight; drop every reference."""
+        if self._closed:
+            return
+        self._closed = True
+        self._indices = None
+        self._epoch.close()

@@ -1,0 +1,77 @@
+"""Validated scalar options of ``DataLoader`` (PyTorch's rules and messages)."""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+__all__ = ["LoaderOptions"]
+
+
+def _int(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}")
+    return int(value)
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+@dataclass(slots=True, frozen=True)
+class LoaderOptions:
+    """The loader's scalar settings, validated in ``__post_init__``.
+
+    Raises:
+        TypeError: a value has the wrong type (``bool`` is not accepted as an int).
+        ValueError: a value is out of range, or options conflict (PyTorch's rules).
+    """
+
+    batch_size: int | None
+    shuffle: bool | None
+    num_workers: int
+    pin_memory: bool
+    drop_last: bool
+    timeout: float
+    prefetch_factor: int | None
+    persistent_workers: bool
+    in_order: bool
+    prefetch_depth: int
+    item_concurrency: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_workers, numbers.Integral) and not isinstance(self.num_workers, bool):
+            if self.num_workers < 0:
+                raise ValueError(
+                    f"num_workers option should be non-negative; use num_workers=0 to disable "
+                    f"worker threads (got num_workers={self.num_workers})"
+                )
+        _int("num_workers", self.num_workers, 0)
+        if self.batch_size is not None:
+            _int("batch_size", self.batch_size, 1)
+        if self.shuffle is not None:
+            _bool("shuffle", self.shuffle)
+        _bool("pin_memory", self.pin_memory)
+        _bool("drop_last", self.drop_last)
+        _bool("persistent_workers", self.persistent_workers)
+        _bool("in_order", self.in_order)
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, numbers.Real):
+            raise TypeError(f"timeout must be a number of seconds, got {type(self.timeout).__name__}")
+        if not self.timeout >= 0:
+            raise ValueError(f"timeout option should be non-negative, got timeout={self.timeout}")
+        _int("prefetch_depth", self.prefetch_depth, 0)
+        _int("item_concurrency", self.item_concurrency, 1)
+        if self.prefetch_factor is not None:
+            if self.num_workers == 0:
+                raise ValueError(
+                    "prefetch_factor option could only be specified with worker threads: let "
+                    f"num_workers > 0 to enable them, otherwise set prefetch_factor to None "
+                    f"(got prefetch_factor={self.prefetch_factor})"
+                )
+            _int("prefetch_factor", self.prefetch_factor, 1)
+        if self.persistent_workers and self.num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")

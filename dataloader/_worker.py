@@ -1,0 +1,160 @@
+"""The loader's worker threads: a persistent pool that serves one epoch at a time.
+
+Threads are created on the first epoch that needs them and kept for the
+loader's life (no thread is started per epoch).  An epoch hands the pool a job
+(an object with ``work(worker_id)``); every worker thread runs it once and goes
+back to sleep.  The pool keeps no reference to a job after the epoch closes it,
+so an idle pool holds no dataset.
+
+Worker state follows PyTorch: before a thread works on an epoch, it gets that
+epoch's ``WorkerInfo`` (so ``get_worker_info()`` works) and, with
+``persistent_workers=False``, runs ``worker_init_fn(worker_id)``; with
+``persistent_workers=True`` it runs ``worker_init_fn`` only on its first epoch.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from . import _context
+from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
+from ._lanes import LanePool
+
+__all__ = ["EpochJob", "WorkerPool", "start_worker"]
+
+
+class EpochJob(Protocol):
+    """What the pool runs: ``work`` is called once per worker thread per epoch."""
+
+    def work(self, worker_id: int) -> None: ...
+
+
+class WorkerPool:
+    """``num_workers`` named daemon threads plus optional item-lane threads.
+
+    Args:
+        num_workers: worker threads (>= 0; 0 makes a pool with lanes only).
+        num_lanes: lane helper threads for ``item_concurrency > 1`` (>= 0).
+
+    Thread-safety: ``run``, ``clear`` and ``shutdown`` may be called from any
+    thread; one epoch runs at a time.
+    """
+
+    def __init__(self, num_workers: int, num_lanes: int) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._job: EpochJob | None = None
+        self._generation = 0
+        self._shutdown = False
+        self.lanes = LanePool(num_lanes) if num_lanes > 0 else None
+        self._threads = [
+            threading.Thread(
+                target=_worker_main,
+                args=(self, i),
+                name=f"{WORKER_THREAD_PREFIX}-{i}",
+                daemon=True,
+            )
+            for i in range(num_workers)
+        ]
+        self._idents: frozenset[int | None] = frozenset()
+        self._initialized: set[int] = set()
+        for t in self._threads:
+            t.start()
+        self._idents = frozenset(t.ident for t in self._threads)
+        if self.lanes is not None:
+            self._idents |= frozenset(t.ident for t in self.lanes.threads)
+
+    @property
+    def num_workers(self) -> int:
+        return len(self._threads)
+
+    def owns_current_thread(self) -> bool:
+        """True when called from one of this pool's threads."""
+        return threading.get_ident() in self._idents
+
+    def needs_init(self, worker_id: int, persistent: bool) -> bool:
+        """Whether worker ``worker_id`` runs ``worker_init_fn`` now.
+
+        Every epoch without ``persistent_workers``; with it, once per thread for
+        the pool's life.  Each worker id is only touched by its own thread.
+        """
+        if not persistent:
+            return True
+        if worker_id in self._initialized:
+            return False
+        self._initialized.add(worker_id)
+        return True
+
+    def run(self, job: EpochJob) -> None:
+        """Give every worker thread ``job``; returns at once."""
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("the loader's worker pool was shut down")
+            self._job = job
+            self._generation += 1
+            self._cond.notify_all()
+
+    def clear(self, job: EpochJob) -> None:
+        """Forget ``job`` if it is the current one (threads that did not start it skip it)."""
+        with self._cond:
+            if self._job is job:
+                self._job = None
+
+    def _next_job(self, seen: int) -> tuple[EpochJob | None, int]:
+        with self._cond:
+            while not self._shutdown and (self._job is None or self._generation == seen):
+                self._cond.wait()
+            if self._shutdown:
+                return None, seen
+            return self._job, self._generation
+
+    def shutdown(self) -> None:
+        """Stop every thread; join them (bounded) unless the interpreter is finalizing."""
+        with self._cond:
+            self._shutdown = True
+            self._job = None
+            self._cond.notify_all()
+        if self.lanes is not None:
+            self.lanes.shutdown()
+        if sys.is_finalizing():
+            return
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(SHUTDOWN_JOIN_TIMEOUT_S)
+
+    @property
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+
+def _worker_main(pool: WorkerPool, worker_id: int) -> None:
+    seen = 0
+    while True:
+        job, seen = pool._next_job(seen)
+        if job is None:
+            return
+        try:
+            job.work(worker_id)
+        finally:
+            del job
+
+
+def start_worker(
+    worker_id: int,
+    num_workers: int,
+    seed: int,
+    dataset: Any,
+    worker_init_fn: Callable[[int], None] | None,
+    run_init: bool,
+) -> None:
+    """Install this epoch's ``WorkerInfo`` on the calling thread and run ``worker_init_fn``.
+
+    Exceptions from ``worker_init_fn`` propagate to the caller (the epoch job
+    carries them to the consumer).
+    """
+    _context._set_worker(_context.WorkerInfo(worker_id, num_workers, seed, dataset))
+    if run_init and worker_init_fn is not None:
+        worker_init_fn(worker_id)

@@ -1,0 +1,328 @@
+"""``DataLoader``: PyTorch's API, thread workers, NumPy batches.
+
+A loader combines a dataset, a sampler and a collate function, like
+``torch.utils.data.DataLoader``; its workers are threads of one pool kept for
+the loader's life.  Each ``iter(loader)`` is one epoch (see ``_map_iter`` and
+``_iterable_iter`` for how an epoch runs, and ``docs/design.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from ._context import epoch_seed
+from ._fetch import Fetcher
+from ._generator import check_seed
+from ._iterable_iter import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
+from ._map_iter import EpochIterator, SequentialIterator, WindowedIterator
+from ._options import LoaderOptions
+from ._worker import WorkerPool
+from .collate import default_collate, default_convert
+from .dataset import IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["DataLoader"]
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class DataLoader(Generic[T_co]):
+    """Iterate over a dataset in batches, with worker threads.
+
+    Arguments and their rules are PyTorch's (``torch.utils.data.DataLoader``);
+    the keyword-only ones after ``*`` are this library's.
+
+    Args:
+        dataset: a map-style dataset (``__getitem__``; ``__len__`` for the default
+            samplers; optional batched ``__getitems__(indices)``) or an
+            ``IterableDataset``.  ``__getitem__``/``__getitems__`` must be
+            thread-safe when ``num_workers > 0`` or ``item_concurrency > 1``.
+        batch_size: items per batch (>= 1), or None to disable auto-batching (each
+            sampler index yields one item passed through ``collate_fn``, by default
+            ``default_convert``).
+        shuffle: reshuffle every epoch (a ``RandomSampler`` seeded by ``seed``).
+        sampler: an iterable of indices (mutually exclusive with ``shuffle``).
+        batch_sampler: an iterable of lists of indices (mutually exclusive with
+            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
+        num_workers: worker threads; 0 builds every batch on the calling thread
+            inside ``next()``.  Threads are created on the first epoch and kept.
+        collate_fn: turns a list of items into a batch; default
+            ``default_collate`` (NumPy arrays), or ``default_convert`` with
+            ``batch_size=None``.
+        pin_memory: accepted for compatibility; a no-op (there is no GPU transfer
+            here: batches are NumPy arrays in ordinary memory).
+        drop_last: drop the last batch if it is smaller than ``batch_size``.
+        timeout: seconds ``next()`` waits for one batch from the workers before
+            ``TimeoutError``; 0 waits without limit.  Like PyTorch, it has no
+            effect with ``num_workers=0`` (the batch is built by ``next()`` itself).
+        worker_init_fn: called as ``worker_init_fn(worker_id)`` on each worker
+            thread at the start of every epoch (once per thread with
+            ``persistent_workers=True``), after ``get_worker_info()`` is set.
+        generator: a ``numpy.random.Generator``; the loader draws its base seed from
+            it once, at construction (mutually exclusive with ``seed``).
+        prefetch_factor: PyTorch's batches in flight per worker: sets the window to
+            ``num_workers * prefetch_factor`` batches; needs ``num_workers > 0``.
+        persistent_workers: run ``worker_init_fn`` once per thread for the loader's
+            life instead of every epoch (the threads are kept either way); needs
+            ``num_workers > 0``.
+        in_order: yield batches in epoch order (True) or as they complete.
+        prefetch_depth: batches allowed beyond one per worker: at most
+            ``num_workers + prefetch_depth`` batches are being built or wait.  Raise
+            it when batch times vary a lot; each batch held costs its memory.
+        item_concurrency: threads fetching the items of one batch (>= 1).  Useful
+            when items wait on I/O or per-item work dominates; ``__getitems__`` is
+            then not used.
+        transform: ``transform(item) -> item``, run on the worker for every item
+            before collation.  Random transforms should draw from
+            ``dataloader.item_rng()`` so batches do not depend on scheduling.
+        seed: base seed (int >= 0) for shuffling, worker seeds and ``item_rng``;
+            epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
+            from the OS at construction.
+
+    Thread-safety: one epoch runs at a time per loader; ``iter(loader)`` closes
+    the loader's previous iterator if it is still open.  Iterate from one thread.
+
+    Raises:
+        ValueError, TypeError: for invalid arguments; the message names the value.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int | None = 1,
+        shuffle: bool | None = False,
+        sampler: Sampler[Any] | Iterable[Any] | None = None,
+        batch_sampler: Iterable[Any] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        generator: np.random.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        in_order: bool = True,
+        prefetch_depth: int = 2,
+        item_concurrency: int = 1,
+        transform: Callable[[Any], Any] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        opts = LoaderOptions(
+            batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, pin_memory=pin_memory,
+            drop_last=drop_last, timeout=timeout, prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers, in_order=in_order,
+            prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
+        )
+        for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn), ("transform", transform)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
+        self.dataset = dataset
+        self._iterable = isinstance(dataset, IterableDataset)
+        if not self._iterable and not hasattr(dataset, "__getitem__"):
+            raise TypeError(
+                f"dataset must be map-style (define __getitem__) or an IterableDataset, "
+                f"got {type(dataset).__name__}"
+            )
+        self.num_workers = opts.num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = opts.pin_memory
+        self.timeout = opts.timeout
+        self.worker_init_fn = worker_init_fn
+        self.persistent_workers = opts.persistent_workers
+        self.in_order = opts.in_order
+        self.prefetch_depth = opts.prefetch_depth
+        self.item_concurrency = opts.item_concurrency
+        self.transform = transform
+        self.generator = generator
+        self.seed = _base_seed(seed, generator)
+
+        shuffle = bool(shuffle)
+        if self._iterable:
+            if shuffle:
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got {shuffle=}"
+                )
+            if sampler is not None:
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got {sampler=}"
+                )
+            if batch_sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+                    f"but got {batch_sampler=}"
+                )
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+                )
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError(
+                "batch_size=None option disables auto-batching and is mutually exclusive with drop_last"
+            )
+
+        self._own_sampler: RandomSampler | None = None
+        if sampler is None and not self._iterable:
+            if shuffle:
+                sampler = self._own_sampler = RandomSampler(dataset, generator=self.seed)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size = batch_size
+        self.drop_last = bool(drop_last)
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size is not None)
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+
+        if self.num_workers > 0:
+            per_worker = prefetch_factor if prefetch_factor is not None else None
+            self._window = (
+                self.num_workers * per_worker if per_worker is not None else self.num_workers + self.prefetch_depth
+            )
+        else:
+            self._window = 0
+        self._epoch = 0
+        self._pool: WorkerPool | None = None
+        self._pool_finalizer: weakref.finalize | None = None
+        self._current: weakref.ref[EpochIterator] | None = None
+
+    # -- length --------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Batches per epoch (exact; PyTorch's rules).
+
+        Raises:
+            TypeError: the sampler, batch sampler or IterableDataset has no ``__len__``.
+        """
+        if self._iterable:
+            n = len(self.dataset)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        if self._auto_collation:
+            return len(self.batch_sampler)  # type: ignore[arg-type]
+        return len(self.sampler)  # type: ignore[arg-type]
+
+    # -- epochs ----------------------------------------------------------------------
+
+    def __iter__(self) -> EpochIterator:
+        """Start the next epoch and return its iterator (closing the previous one)."""
+        self._close_current()
+        epoch = self._epoch
+        self._epoch += 1
+        if self._own_sampler is not None:
+            self._own_sampler.set_epoch(epoch)
+        epoch_key = (self.seed, epoch)
+        try:
+            length: int | None = len(self)
+        except TypeError:
+            length = None
+        pool = self._get_pool()
+        it: EpochIterator
+        if self._iterable:
+            batcher = IterableBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
+            if self.num_workers == 0:
+                it = IterableSequentialIterator(self.dataset, batcher, length)
+            else:
+                it = IterableWorkerIterator(
+                    pool, self.dataset, batcher, self._window, length, self.timeout, self.in_order,  # type: ignore[arg-type]
+                    self._worker_setup(epoch_key),
+                )
+        else:
+            fetch = Fetcher(
+                self.dataset, self._auto_collation, self.collate_fn, self.transform,
+                pool.lanes if pool is not None else None, self.item_concurrency, epoch_key,
+            )
+            make_indices = self._index_source()
+            if self.num_workers == 0:
+                it = SequentialIterator(make_indices, fetch, length)
+            else:
+                it = WindowedIterator(
+                    pool, make_indices, fetch, self._window, length, self.timeout, self.in_order,  # type: ignore[arg-type]
+                    self._worker_setup(epoch_key),
+                )
+        it._loader = self  # the epoch keeps its loader (and so its pool) alive, as in PyTorch
+        self._current = weakref.ref(it)
+        return it
+
+    def _index_source(self) -> Callable[[], Iterator[Any]]:
+        if not self._auto_collation:
+            sampler = self.sampler
+            return lambda: iter(sampler)  # type: ignore[arg-type]
+        batch_sampler = self.batch_sampler
+        if getattr(self.dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
+            return lambda: iter(batch_sampler._index_arrays())  # type: ignore[union-attr]
+        return lambda: iter(batch_sampler)  # type: ignore[arg-type]
+
+    def _worker_setup(self, epoch_key: tuple[int, int]) -> tuple[int, Any, Any, bool]:
+        return (epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent_workers)
+
+    def _get_pool(self) -> WorkerPool | None:
+        lanes = max(self.num_workers, 1) * (self.item_concurrency - 1)
+        if self.num_workers == 0 and lanes == 0:
+            return None
+        if self._pool is None:
+            self._pool = WorkerPool(self.num_workers, lanes)
+            self._pool_finalizer = weakref.finalize(self, self._pool.shutdown)
+        return self._pool
+
+    def _close_current(self) -> None:
+        current = self._current() if self._current is not None else None
+        self._current = None
+        if current is not None:
+            current.close()
+
+    def close(self) -> None:
+        """End the current epoch and stop the worker threads (joined, at most 5 s each).
+
+        A later ``iter(loader)`` starts a new pool.  Also happens when the loader is
+        garbage-collected.
+        """
+        self._close_current()
+        if self._pool_finalizer is not None:
+            self._pool_finalizer()
+        self._pool = None
+        self._pool_finalizer = None
+
+    def __enter__(self) -> DataLoader[T_co]:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"DataLoader(dataset={type(self.dataset).__name__}, batch_size={self.batch_size}, "
+            f"num_workers={self.num_workers}, prefetch_depth={self.prefetch_depth}, "
+            f"item_concurrency={self.item_concurrency})"
+        )
+
+
+def _base_seed(seed: int | None, generator: np.random.Generator | None) -> int:
+    if seed is not None and generator is not None:
+        raise ValueError("pass either seed or generator, not both")
+    if generator is not None:
+        if not isinstance(generator, np.random.Generator):
+            raise TypeError(f"generator must be a numpy.random.Generator or None, got {type(generator).__name__}")
+        return int(generator.integers(0, 2**63))
+    if seed is not None:
+        seed = check_seed(seed)
+        if seed >= 2**63:
+            raise ValueError(f"{seed=} must be < 2**63")
+        return seed
+    return int(np.random.SeedSequence().entropy) % 2**63  # type: ignore[arg-type]

@@ -1,0 +1,219 @@
+"""Epochs over map-style datasets: order, per-batch errors, window bound, cancellation."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import traceback
+import weakref
+
+import numpy as np
+import pytest
+
+from conftest import RecordingDataset, collect
+from dataloader.dataset import ArrayDataset
+from dataloader.loader import DataLoader
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 3])
+def test_batches_come_in_epoch_order_whatever_finishes_first(num_workers):
+    delays = {i: 0.02 for i in range(0, 40, 7)}  # some slow batches
+    ds = RecordingDataset(40, delay_s=delays)
+    out = [b[:, 0].tolist() for b in DataLoader(ds, batch_size=4, num_workers=num_workers)]
+    assert out == [list(range(i, i + 4)) for i in range(0, 40, 4)]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_error_belongs_to_its_batch_and_iteration_continues(num_workers):
+    ds = RecordingDataset(12, fail={5})
+    out = collect(DataLoader(ds, batch_size=4, num_workers=num_workers))
+    assert [kind for kind, _ in out] == ["batch", "error", "batch"]
+    assert out[1][1] == ("KeyError", (5,))
+    assert out[2][1][:, 0].tolist() == [8, 9, 10, 11]
+
+
+def test_worker_exception_keeps_original_type_and_traceback():
+    ds = RecordingDataset(8, fail={6})
+    it = iter(DataLoader(ds, batch_size=4, num_workers=2))
+    next(it)
+    with pytest.raises(KeyError) as info:
+        next(it)
+    frames = "".join(traceback.format_tb(info.value.__traceback__))
+    assert "__getitem__" in frames  # the worker's frame is in the traceback
+    it.close()
+
+
+class BrokenSampler:
+    def __init__(self, fail_at):
+        self.fail_at = fail_at
+
+    def __len__(self):
+        return 6
+
+    def __iter__(self):
+        for i in range(6):
+            if i == self.fail_at:
+                raise RuntimeError(f"sampler broke at {i}")
+            yield i
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_sampler_error_raised_at_its_position_then_epoch_ends(num_workers):
+    loader = DataLoader(RecordingDataset(6), batch_size=2, sampler=BrokenSampler(4), num_workers=num_workers)
+    out = collect(loader)
+    assert [k for k, _ in out] == ["batch", "batch", "error"]
+    assert out[2][1] == ("RuntimeError", ("sampler broke at 4",))
+
+
+class FailsToStart:
+    def __len__(self):
+        return 4
+
+    def __iter__(self):
+        raise OSError("cannot start")
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_failure_to_start_is_reported_once_by_first_next(num_workers):
+    it = iter(DataLoader(RecordingDataset(4), sampler=FailsToStart(), num_workers=num_workers))
+    with pytest.raises(OSError, match="cannot start"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_timeout_raises_timeout_error_naming_the_batch(in_order):
+    ds = RecordingDataset(4, delay_s={0: 0.3, 1: 0.3})
+    it = iter(DataLoader(ds, batch_size=2, num_workers=1, timeout=0.1, in_order=in_order))
+    with pytest.raises(TimeoutError, match="timeout=0.1"):
+        next(it)
+    for _ in range(100):  # the batch still arrives afterwards; the iterator stays usable
+        try:
+            batch = next(it)
+            break
+        except TimeoutError:
+            continue
+    assert batch[:, 0].tolist() == [0, 1]
+    it.close()
+
+
+def test_in_order_false_yields_in_completion_order():
+    ds = RecordingDataset(6, delay_s={0: 0.3})
+    out = [b[:, 0].tolist() for b in DataLoader(ds, batch_size=2, num_workers=2, in_order=False)]
+    assert sorted(out) == [[0, 1], [2, 3], [4, 5]]
+    assert out[0] != [0, 1]  # the slow first batch did not hold the others back
+
+
+class StallCounter(RecordingDataset):
+    """Counts distinct batches started (by first index of each batch of 2)."""
+
+    def __getitems__(self, indices):
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return [self[i] for i in indices]
+
+
+@pytest.mark.parametrize("num_workers,depth", [(1, 1), (2, 2), (3, 1), (4, 4)])
+def test_window_bounds_batches_in_flight_with_a_stalled_consumer(num_workers, depth):
+    ds = StallCounter(200)
+    it = iter(DataLoader(ds, batch_size=2, num_workers=num_workers, prefetch_depth=depth))
+    time.sleep(0.3)  # the consumer stalls: workers fill the window and stop
+    assert ds.in_flight == num_workers + depth
+    next(it)
+    time.sleep(0.2)
+    assert ds.in_flight == num_workers + depth + 1  # exactly one more batch once one is taken
+    it.close()
+
+
+def test_prefetch_factor_sets_window_like_torch():
+    ds = StallCounter(200)
+    it = iter(DataLoader(ds, batch_size=2, num_workers=2, prefetch_factor=3))
+    time.sleep(0.3)
+    assert ds.in_flight == 6
+    it.close()
+
+
+def test_huge_epoch_starts_instantly_with_lazy_indices():
+    class Huge:
+        def __len__(self):
+            return 10**9
+
+        def __getitem__(self, i):
+            return i
+
+    t = time.perf_counter()
+    loader = DataLoader(Huge(), batch_size=1000, num_workers=2)
+    it = iter(loader)
+    first = next(it)
+    assert time.perf_counter() - t < 5
+    assert first.shape == (1000,) and first[-1] == 999
+    assert len(loader) == 10**6
+    it.close()
+
+
+def test_a_thousand_early_breaks_leave_thread_count_unchanged():
+    loader = DataLoader(RecordingDataset(64), batch_size=4, num_workers=2)
+    for _ in loader:
+        break
+    before = threading.active_count()
+    for _ in range(1000):
+        for _ in loader:
+            break
+    assert threading.active_count() == before
+    loader.close()
+    assert threading.active_count() == before - 2
+
+
+def test_close_stops_work_promptly_and_no_batch_starts_afterwards():
+    ds = RecordingDataset(10_000, delay_s={i: 0.001 for i in range(10_000)})
+    it = iter(DataLoader(ds, batch_size=4, num_workers=2))
+    next(it)
+    it.close()
+    n = len(ds.calls)
+    time.sleep(0.2)
+    assert len(ds.calls) == n
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_dropping_iterator_and_loader_releases_dataset_and_threads():
+    ds = RecordingDataset(1000, delay_s={i: 0.001 for i in range(1000)})
+    ref = weakref.ref(ds)
+    before = set(threading.enumerate())
+    loader = DataLoader(ds, batch_size=4, num_workers=3, item_concurrency=2)
+    it = iter(loader)
+    next(it)
+    del it, ds, loader
+    gc.collect()
+    assert ref() is None  # no thread keeps the dataset
+    deadline = time.monotonic() + 5
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(threading.enumerate()) - before  # the loader's threads ended
+
+
+def test_with_statement_closes_the_epoch():
+    ds = RecordingDataset(400, delay_s={i: 0.001 for i in range(400)})
+    loader = DataLoader(ds, batch_size=4, num_workers=2)
+    with iter(loader) as it:
+        next(it)
+    n = len(ds.calls)
+    time.sleep(0.1)
+    assert len(ds.calls) == n
+    loader.close()
+
+
+def test_new_epoch_closes_the_previous_iterator():
+    loader = DataLoader(ArrayDataset(np.arange(100)), batch_size=10, num_workers=2)
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    with pytest.raises(StopIteration):
+        next(first)
+    assert len(list(second)) == 10
+    loader.close()
