@@ -64,7 +64,8 @@ def test_corrupt_jpeg_fails_exactly_its_batch(files, num_workers):
     bad_batch = BAD // 10
     for b, result in enumerate(results):
         if b == bad_batch:
-            assert isinstance(result, ValueError) and "cannot decode image" in str(result)
+            assert isinstance(result, ValueError)
+            assert f"cannot decode image (item {BAD})" in str(result)
         else:
             assert result == list(range(10 * b, 10 * b + 10))
 

@@ -42,10 +42,16 @@ def test_photo_matches_pillow(interpolation, out_size):
 
 
 @settings(max_examples=150, deadline=None)
-@given(h=st.integers(1, 48), w=st.integers(1, 48), oh=st.integers(1, 64),
-       ow=st.integers(1, 64), channels=st.sampled_from([1, 2, 3, 4]),
-       interpolation=st.sampled_from(list(FILTERS)), flip=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(
+    h=st.integers(1, 48),
+    w=st.integers(1, 48),
+    oh=st.integers(1, 64),
+    ow=st.integers(1, 64),
+    channels=st.sampled_from([1, 2, 3, 4]),
+    interpolation=st.sampled_from(list(FILTERS)),
+    flip=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_random_sizes_and_views_match_pillow(h, w, oh, ow, channels, interpolation, flip, seed):
     image = np.random.default_rng(seed).integers(0, 256, (h, w, channels), dtype=np.uint8)
     view = image[:, ::-1] if flip else image
@@ -69,8 +75,9 @@ def test_grayscale_2d_and_many_channels():
     five = np.random.default_rng(0).integers(0, 256, (30, 20, 5), dtype=np.uint8)
     out5 = resize_array(five, 17, 23, "bilinear", "test")
     for c in range(5):  # channels are resized independently
-        np.testing.assert_array_equal(out5[:, :, c], resize_array(five[:, :, c], 17, 23,
-                                                                  "bilinear", "test"))
+        np.testing.assert_array_equal(
+            out5[:, :, c], resize_array(five[:, :, c], 17, 23, "bilinear", "test")
+        )
 
 
 @pytest.mark.parametrize("order", [_resize.ORDER_PILLOW_12, _resize.ORDER_PILLOW_13])
@@ -106,7 +113,8 @@ def test_concurrent_resizes_from_4_threads_are_correct():
         try:
             for _ in range(20):
                 np.testing.assert_array_equal(
-                    resize_array(images[i], 70, 50, "bicubic", "test"), expected[i])
+                    resize_array(images[i], 70, 50, "bicubic", "test"), expected[i]
+                )
         except AssertionError as e:
             errors.append(e)
 

@@ -34,8 +34,9 @@ def _pass_order() -> int:
     return _resize.ORDER_PILLOW_13 if major >= 13 else _resize.ORDER_PILLOW_12
 
 
-def resize_array(image: np.ndarray, height: int, width: int, interpolation: str,
-                 who: str) -> np.ndarray:
+def resize_array(
+    image: np.ndarray, height: int, width: int, interpolation: str, who: str
+) -> np.ndarray:
     """Resize ``image`` ((H, W, C) or (H, W), uint8, any strides) to ``(height, width)``.
 
     Returns a new C-contiguous array with the same number of dimensions.
@@ -44,8 +45,9 @@ def resize_array(image: np.ndarray, height: int, width: int, interpolation: str,
         TypeError: ``image`` is not ``uint8``.
     """
     if image.dtype != np.uint8:
-        raise TypeError(f"{who} needs a uint8 image, got dtype {image.dtype}; "
-                        f"resize before ToFloat/Normalize")
+        raise TypeError(
+            f"{who} needs a uint8 image, got dtype {image.dtype}; resize before ToFloat/Normalize"
+        )
     hwc = image[:, :, None] if image.ndim == 2 else image
     channels = hwc.shape[2]
     filter_id = _NATIVE_FILTERS.get(interpolation)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dataloader import _context
 from dataloader.image._convert import as_image_array, from_pil
 from dataloader.image._pillow import check_interpolation, pillow
 from dataloader.image._resample import resize_array
@@ -38,13 +39,9 @@ def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int
 
 
 def _current_item() -> str:
-    """`` (item N)`` for the item being transformed on this thread, if known."""
-    try:
-        from dataloader import _context
-    except ImportError:
-        return ""
-    current = getattr(_context, "current_item_index", None)
-    index = current() if callable(current) else None
+    """`` (item N)`` for the item the loader is transforming on this thread, if any."""
+    # the loader records the index for item_rng(); there is no public getter yet
+    index = getattr(_context._local, "index", None)
     return "" if index is None else f" (item {index})"
 
 

@@ -11,10 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Union
 
-try:  # the map-style base class lands on main separately
-    from dataloader.dataset import Dataset as _Base
-except ImportError:  # pragma: no cover
-    _Base = object  # type: ignore[assignment,misc]
+from dataloader.dataset import Dataset
 
 __all__ = ["IMG_EXTENSIONS", "ImageFiles", "ImageFolder"]
 
@@ -29,7 +26,7 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-class ImageFiles(_Base):  # type: ignore[misc,valid-type]
+class ImageFiles(Dataset):
     """A map-style dataset of image files given by path.
 
     Args:
