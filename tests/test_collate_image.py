@@ -179,6 +179,13 @@ def test_bad_arguments():
         ImageCollator(reuse_buffers=1.5)
 
 
+@pytest.mark.parametrize("shape", [(0, 5, 3), (4, 0, 3), (4, 5, 0)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_empty_images_give_an_empty_batch(shape, dtype):
+    batch = ImageCollator("NCHW", dtype)([np.zeros(shape, np.uint8)[:, ::-1]] * 2)
+    assert batch.shape == (2, shape[2], shape[0], shape[1]) and np.asarray(batch).size == 0
+
+
 def test_pil_images_are_accepted():
     Image = pytest.importorskip("PIL.Image")
     items = images(2)

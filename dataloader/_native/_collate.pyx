@@ -296,6 +296,8 @@ def collate_u8(list images, uint8_t[:, :, :, ::1] out, bint nchw):
         keep = _gather(images, info, hwc, False)
         _check_out((out.shape[0], out.shape[1], out.shape[2], out.shape[3]), n, hwc, nchw)
         size = hwc[0] * hwc[1] * hwc[2]
+        if size == 0:  # empty images: nothing to copy (and no row to stage)
+            return
         scratch = <uint8_t*>malloc(_scratch_bytes(hwc[1], hwc[2]))
         if scratch == NULL:
             raise MemoryError()
@@ -343,6 +345,8 @@ def collate_f32(list images, float[:, :, :, ::1] out, bint nchw,
                 f"scale has {scale.shape[0]} and bias {bias.shape[0]} entries; "
                 f"expected one per channel ({hwc[2]})")
         size = hwc[0] * hwc[1] * hwc[2]
+        if size == 0:  # empty images: nothing to write
+            return
         scratch = malloc(_scratch_bytes(hwc[1], hwc[2]))
         if scratch == NULL:
             raise MemoryError()
