@@ -12,6 +12,12 @@ give the memory back to its ``_BufferPool`` for a later batch.  No code path han
 out the pooled array itself, so a batch that is still referenced is never
 overwritten.
 
+On free-threaded CPython an object dropped by another thread than the one that
+created it is freed later, by its creator, the next time that thread runs Python
+code (biased reference counting).  A batch collated on a worker thread and
+dropped by the consumer therefore returns its buffer when that worker next runs,
+not at once; the pool allocates in the meantime.
+
 The pool never makes anyone wait for a buffer: ``take`` allocates a new one when
 none is free, so holding many batches costs memory, never a deadlock.  It keeps
 at most ``capacity`` idle buffers.  Its lock is held only around list operations

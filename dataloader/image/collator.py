@@ -50,13 +50,14 @@ class ImageCollator:
             faults of fresh memory; size it to the batches alive at once
             (``num_workers + prefetch_depth`` plus the one you hold).
 
-    Thread-safety: one collator may be called from several threads at once.
+    Thread-safety: one collator may be called from several threads at once
+    (each call writes its own buffer; the pool is locked).
 
-    Raises (on call):
-        ValueError: empty batch, images of different shapes (naming the first
-            mismatching index and both shapes), mixed items, or mean/std length
-            not matching the channels.
-        TypeError: an image's dtype is not supported, or a label is not an integer.
+    Raises:
+        ValueError: unknown ``layout`` or ``dtype``; ``mean`` without ``std``
+            (or the reverse), or with ``dtype=uint8``; a zero in ``std``;
+            ``reuse_buffers < 0``.
+        TypeError: ``reuse_buffers`` is not an int.
     """
 
     def __init__(
@@ -100,7 +101,22 @@ class ImageCollator:
         return None if self._pool is None else self._pool.allocations
 
     def __call__(self, batch: Sequence[Any]) -> ImageBatch:
-        """Collate ``batch`` (a sequence of images or ``(image, label)`` pairs)."""
+        """Collate ``batch`` into one buffer.
+
+        Args:
+            batch: images, or ``(image, label)`` pairs with integer labels.
+
+        Returns:
+            The batch; its ``labels`` (int64, shape ``(B,)``) when items are pairs.
+
+        Raises:
+            ValueError: empty batch; images of different shapes (the message names
+                the first mismatching index and both shapes); items mixing images
+                and pairs; ``mean``/``std`` length not 1 or the channel count.
+            TypeError: an image's dtype is neither ``uint8`` nor (for float32
+                batches) ``float32``, images of different dtypes, or labels that
+                are not integers.
+        """
         images, labels = _split(batch)
         first = images[0]
         if not isinstance(first, np.ndarray):
