@@ -243,7 +243,16 @@ def w5():
 
 @pytest.mark.benchmark(group="W5 uint8 NHWC 64x224x224x3")
 @pytest.mark.parametrize(
-    "name", ["u8_np_stack", "u8_np_copyto_reused", "u8_np_stack_out_reused", "u8_collator_reuse2"]
+    "name",
+    [
+        "u8_np_stack",
+        "u8_np_copyto_reused",
+        "u8_np_stack_out_reused",
+        "u8_collator_reuse2",
+        "u8_np_copyto_2buffers",
+        "u8_np_stack_hold1",
+        "u8_collator_reuse2_hold1",
+    ],
 )
 def test_w5_uint8(benchmark, w5, name):
     benchmark.pedantic(w5[name], rounds=30, warmup_rounds=3)
