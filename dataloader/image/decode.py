@@ -41,7 +41,7 @@ def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int
 def _current_item() -> str:
     """`` (item N)`` for the item the loader is transforming on this thread, if any."""
     # the loader records the index for item_rng(); there is no public getter yet
-    index = getattr(_context._local, "index", None)
+    index = _context.current_item_index()
     return "" if index is None else f" (item {index})"
 
 
