@@ -59,8 +59,17 @@ class IterableBatcher:
         self.epoch_key = epoch_key
 
     def next_batch(self, it: Any) -> Any:
-        """The next batch (or ``Failure``) from ``it``, or ``_END`` when it is exhausted."""
-        _context._set_epoch_key(self.epoch_key)
+        """The next batch (or ``Failure``) from ``it``, or ``_END`` when it is exhausted.
+
+        The thread's ``item_rng`` epoch is set for the call and restored afterwards.
+        """
+        saved = _context._swap_epoch_key(self.epoch_key)
+        try:
+            return self._next_batch(it)
+        finally:
+            _context._set_epoch_key(saved)
+
+    def _next_batch(self, it: Any) -> Any:
         transform = self.transform
         try:
             if self.batch_size is None:
