@@ -33,6 +33,20 @@ __all__ = ["IterableBatcher", "IterableSequentialIterator", "IterableWorkerItera
 _END = object()
 
 
+class _Stream:
+    """One ``iter(dataset)``, ended for good at its first ``StopIteration``.
+
+    As in PyTorch, an iterator that would yield again after ``StopIteration`` is
+    not asked again: the batch cut short by ``StopIteration`` is the last one.
+    """
+
+    __slots__ = ("it", "ended")
+
+    def __init__(self, it: Any) -> None:
+        self.it = it
+        self.ended = False
+
+
 class IterableBatcher:
     """Cuts one iterator's items into collated batches.
 
@@ -58,19 +72,22 @@ class IterableBatcher:
         self.transform = transform
         self.epoch_key = epoch_key
 
-    def next_batch(self, it: Any) -> Any:
-        """The next batch (or ``Failure``) from ``it``, or ``_END`` when it is exhausted.
+    def next_batch(self, stream: _Stream) -> Any:
+        """The next batch (or ``Failure``) from ``stream``, or ``_END`` when it has ended.
 
         The thread's ``item_rng`` epoch is set for the call and restored afterwards.
         """
+        if stream.ended:
+            return _END
         saved = _context._swap_epoch_key(self.epoch_key)
         try:
-            return self._next_batch(it)
+            return self._next_batch(stream)
         finally:
             _context._set_epoch_key(saved)
 
-    def _next_batch(self, it: Any) -> Any:
+    def _next_batch(self, stream: _Stream) -> Any:
         transform = self.transform
+        it = stream.it
         try:
             if self.batch_size is None:
                 item = next(it)
@@ -81,10 +98,12 @@ class IterableBatcher:
                     item = next(it)
                     items.append(transform(item) if transform is not None else item)
             except StopIteration:
+                stream.ended = True
                 if not items or self.drop_last:
                     return _END
             return self.collate_fn(items)
-        except StopIteration:
+        except StopIteration:  # from the iterator, or raised by transform/collate_fn as in torch
+            stream.ended = True
             return _END
         except BaseException as exc:
             return Failure(exc)
@@ -96,10 +115,10 @@ class IterableSequentialIterator(EpochIterator):
     def __init__(self, dataset: Any, batcher: IterableBatcher, length: int | None) -> None:
         self._length = length
         self._batcher: IterableBatcher | None = batcher
-        self._it: Any = None
+        self._it: _Stream | None = None
         self._start_error: BaseException | None = None
         try:
-            self._it = iter(dataset)
+            self._it = _Stream(iter(dataset))
         except Exception as exc:
             self._start_error = exc
 
@@ -162,7 +181,7 @@ class _IterableEpoch:
                     worker_id, self.pool.num_workers, seed + worker_id, dataset, init_fn,
                     self.pool.needs_init(worker_id, persistent),
                 )
-                it = iter(dataset)
+                it = _Stream(iter(dataset))
             except BaseException as exc:
                 self._put(out, (worker_id, Failure(exc)))
                 self._put(out, (worker_id, _END))

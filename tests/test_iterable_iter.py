@@ -254,6 +254,36 @@ def test_an_error_from_iter_dataset_is_raised_then_the_epoch_ends(num_workers):
     loader.close()
 
 
+class Resumable:
+    """A (broken) iterator that raises StopIteration once, then yields again."""
+
+    def __init__(self):
+        self.i = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.i += 1
+        if self.i == 6 or self.i > 11:
+            raise StopIteration
+        return self.i
+
+
+class ResumableDataset(IterableDataset):
+    def __iter__(self):
+        return Resumable()
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+@pytest.mark.parametrize("batch_size", [None, 2, 3])
+def test_iteration_stops_at_the_first_stop_iteration_like_torch(num_workers, batch_size):
+    loader = DataLoader(ResumableDataset(), batch_size=batch_size, num_workers=num_workers)
+    flat = [v for b in loader for v in (b.tolist() if isinstance(b, np.ndarray) else [b])]
+    assert flat == [1, 2, 3, 4, 5]
+    loader.close()
+
+
 # -- cancellation ------------------------------------------------------------------------------
 
 
