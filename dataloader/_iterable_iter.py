@@ -252,6 +252,7 @@ class IterableWorkerIterator(EpochIterator):
         self._epoch = _IterableEpoch(pool, dataset, batcher, window, in_order, worker_setup)
         self._live = list(range(pool.num_workers))
         self._turn = 0
+        self._taken = 0  # batches (and errors) returned so far: the next one's number
         pool.run(self._epoch)
 
     def __next__(self) -> Any:
@@ -262,9 +263,11 @@ class IterableWorkerIterator(EpochIterator):
             if self._in_order:
                 worker = self._live[self._turn % len(self._live)]
                 q = self._epoch.queues[worker]
+                source = f"from worker {worker}"
             else:
                 q = self._epoch.queues[0]
-            worker, payload = self._get(q)
+                source = "from any worker"
+            worker, payload = self._get(q, source)
             if payload is _END:
                 i = self._live.index(worker)
                 self._live.remove(worker)
@@ -273,11 +276,12 @@ class IterableWorkerIterator(EpochIterator):
                 continue
             if self._in_order:
                 self._turn = (self._live.index(worker) + 1) % len(self._live)
+            self._taken += 1
             if isinstance(payload, Failure):
                 payload.reraise()
             return payload
 
-    def _get(self, q: queue.Queue[Any]) -> Any:
+    def _get(self, q: queue.Queue[Any], source: str) -> Any:
         start = time.monotonic()
         while True:
             try:
@@ -285,7 +289,8 @@ class IterableWorkerIterator(EpochIterator):
             except queue.Empty:
                 if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
                     raise TimeoutError(
-                        f"no batch was ready after timeout={self._timeout_s} s"
+                        f"batch {self._taken} ({source}) was not ready after "
+                        f"timeout={self._timeout_s} s"
                     ) from None
 
     def close(self) -> None:

@@ -373,6 +373,30 @@ def test_in_order_false_yields_whatever_is_ready_first():
 # -- timeout --------------------------------------------------------------------------------
 
 
+def test_timeout_with_workers_names_the_batch_then_the_epoch_continues():
+    ds = HeldBack()
+    loader = DataLoader(ds, batch_size=2, num_workers=2, timeout=0.05)
+    it = iter(loader)
+    with pytest.raises(TimeoutError, match=r"batch 0 .*timeout=0\.05"):
+        next(it)  # batch 0 comes from worker 0, which is held back
+    ds.release.set()
+    assert [b.tolist() for b in it] == [[0, 1], [4, 5], [2, 3], [6, 7]]
+    loader.close()
+
+
+def test_timeout_out_of_order_names_the_next_batch():
+    ds = HeldBack()
+    loader = DataLoader(ds, batch_size=2, num_workers=2, timeout=0.05, in_order=False)
+    it = iter(loader)
+    assert next(it).tolist() == [4, 5]
+    assert next(it).tolist() == [6, 7]
+    with pytest.raises(TimeoutError, match=r"batch 2 \(from any worker\).*timeout=0\.05"):
+        next(it)  # only worker 0's batches are left, and it is held back
+    ds.release.set()
+    assert [b.tolist() for b in it] == [[0, 1], [2, 3]]
+    loader.close()
+
+
 def test_timeout_without_workers_has_no_effect():
     class Slow(IterableDataset):
         def __iter__(self):
