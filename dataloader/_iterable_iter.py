@@ -171,16 +171,18 @@ class _IterableEpoch:
 
     def work(self, worker_id: int) -> None:
         try:
-            if self.cancelled.is_set():
-                return
             seed, dataset, init_fn, persistent = self.worker_setup
             batcher = self.batcher
             out = self.queues[worker_id]
             try:
+                # Like a torch worker process, every worker runs worker_init_fn at the
+                # start of the epoch, also when the epoch was closed before it woke up.
                 start_worker(
                     worker_id, self.pool.num_workers, seed + worker_id, dataset, init_fn,
                     self.pool.needs_init(worker_id, persistent),
                 )
+                if self.cancelled.is_set():
+                    return
                 it = _Stream(iter(dataset))
             except BaseException as exc:
                 self._put(out, (worker_id, Failure(exc)))

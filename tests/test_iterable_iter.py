@@ -411,6 +411,23 @@ def test_timeout_without_workers_has_no_effect():
 # -- worker_init_fn --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("num_workers", [1, 2, 3])
+def test_worker_init_fn_runs_on_every_worker_even_when_the_epoch_is_closed_at_once(num_workers):
+    calls = []
+    lock = threading.Lock()
+
+    def init(worker_id):
+        with lock:
+            calls.append((worker_id, threading.current_thread().name))
+
+    loader = DataLoader(Endless(), batch_size=2, num_workers=num_workers, worker_init_fn=init)
+    epochs = 10
+    for _ in range(epochs):
+        iter(loader).close()
+    assert sorted(calls) == sorted([(w, f"dataloader-worker-{w}") for w in range(num_workers)] * epochs)
+    loader.close()
+
+
 @pytest.mark.parametrize("num_workers", [1, 3])
 def test_worker_init_fn_error_is_raised_by_next_for_each_worker_then_the_epoch_ends(num_workers):
     def init(worker_id):
