@@ -9,7 +9,9 @@ so an idle pool holds no dataset.
 Worker state follows PyTorch: before a thread works on an epoch, it gets that
 epoch's ``WorkerInfo`` (so ``get_worker_info()`` works) and, with
 ``persistent_workers=False``, runs ``worker_init_fn(worker_id)``; with
-``persistent_workers=True`` it runs ``worker_init_fn`` only on its first epoch.
+``persistent_workers=True`` it runs ``worker_init_fn`` only on its first epoch
+and keeps that epoch's ``get_worker_info().seed`` for the pool's life (a torch
+worker process is seeded once).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
 from ._lanes import LanePool
 
 __all__ = ["EpochJob", "WorkerPool", "start_worker"]
+
+# State of the calling worker thread across epochs.  A worker thread belongs to
+# one pool for its whole life, so this is per-pool worker state: ``seed`` is the
+# seed of the epoch in which the thread last ran its initialisation.
+_thread_state = threading.local()
 
 
 class EpochJob(Protocol):
@@ -152,9 +159,17 @@ def start_worker(
 ) -> None:
     """Install this epoch's ``WorkerInfo`` on the calling thread and run ``worker_init_fn``.
 
+    ``seed`` is this epoch's seed for the worker.  Without ``run_init`` (a
+    persistent worker that is already initialised) the thread keeps the seed of
+    the epoch it was initialised in, as a torch persistent worker does.
+
     Exceptions from ``worker_init_fn`` propagate to the caller (the epoch job
     carries them to the consumer).
     """
+    if run_init:
+        _thread_state.seed = seed
+    else:
+        seed = getattr(_thread_state, "seed", seed)
     _context._set_worker(_context.WorkerInfo(worker_id, num_workers, seed, dataset))
     if run_init and worker_init_fn is not None:
         worker_init_fn(worker_id)
