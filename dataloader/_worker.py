@@ -29,7 +29,7 @@ __all__ = ["EpochJob", "WorkerPool", "start_worker"]
 
 # State of the calling worker thread across epochs.  A worker thread belongs to
 # one pool for its whole life, so this is per-pool worker state: ``seed`` is the
-# seed of the epoch in which the thread last ran its initialisation.
+# seed of the epoch in which the thread last initialised successfully.
 _thread_state = threading.local()
 
 
@@ -66,7 +66,6 @@ class WorkerPool:
             for i in range(num_workers)
         ]
         self._idents: frozenset[int | None] = frozenset()
-        self._initialized: set[int] = set()
         for t in self._threads:
             t.start()
         self._idents = frozenset(t.ident for t in self._threads)
@@ -84,15 +83,11 @@ class WorkerPool:
     def needs_init(self, worker_id: int, persistent: bool) -> bool:
         """Whether worker ``worker_id`` runs ``worker_init_fn`` now.
 
-        Every epoch without ``persistent_workers``; with it, once per thread for
-        the pool's life.  Each worker id is only touched by its own thread.
+        Every epoch without ``persistent_workers``; with it, until it has once
+        succeeded on this thread (a failed ``worker_init_fn`` is tried again the
+        next epoch).  Call it on the worker's own thread.
         """
-        if not persistent:
-            return True
-        if worker_id in self._initialized:
-            return False
-        self._initialized.add(worker_id)
-        return True
+        return not persistent or getattr(_thread_state, "seed", None) is None
 
     def run(self, job: EpochJob) -> None:
         """Give every worker thread ``job``; returns at once."""
@@ -166,10 +161,10 @@ def start_worker(
     Exceptions from ``worker_init_fn`` propagate to the caller (the epoch job
     carries them to the consumer).
     """
-    if run_init:
-        _thread_state.seed = seed
-    else:
+    if not run_init:
         seed = getattr(_thread_state, "seed", seed)
     _context._set_worker(_context.WorkerInfo(worker_id, num_workers, seed, dataset))
-    if run_init and worker_init_fn is not None:
-        worker_init_fn(worker_id)
+    if run_init:
+        if worker_init_fn is not None:
+            worker_init_fn(worker_id)
+        _thread_state.seed = seed

@@ -124,7 +124,7 @@ def test_worker_init_fn_runs_on_every_worker_even_when_the_epoch_is_closed_at_on
 
 
 @pytest.mark.parametrize("num_workers", [1, 2, 3])
-@pytest.mark.parametrize("persistent", [False])
+@pytest.mark.parametrize("persistent", [False, True])
 def test_worker_init_fn_error_is_raised_by_next_and_the_epoch_ends(num_workers, persistent):
     attempts = []
 
@@ -143,6 +143,23 @@ def test_worker_init_fn_error_is_raised_by_next_and_the_epoch_ends(num_workers, 
             assert kind == "error" and name == "LookupError"
             assert args[0] in {f"init {w}" for w in range(num_workers)}
     assert attempts  # and it never hung
+    loader.close()
+
+
+def test_persistent_worker_init_fn_retried_after_a_failure_then_run_once():
+    calls = []
+
+    def init(worker_id):
+        calls.append(worker_id)
+        if len(calls) == 1:
+            raise LookupError("first init fails")
+
+    loader = DataLoader(list(range(4)), batch_size=2, num_workers=1, worker_init_fn=init, persistent_workers=True)
+    first = collect(loader)
+    assert [k for k, _ in first] == ["error", "error"]
+    for _ in range(3):
+        assert [b.tolist() for b in loader] == [[0, 1], [2, 3]]
+    assert calls == [0, 0]
     loader.close()
 
 
