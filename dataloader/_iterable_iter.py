@@ -7,8 +7,12 @@ items once per worker).  Each worker batches and collates its own items.  With
 0, 1, ..., skipping workers that are done), which is PyTorch's order; with
 ``in_order=False`` it takes whichever batch is ready first.
 
-At most ``num_workers + prefetch_depth`` batches wait (per worker
-``ceil(window / num_workers)`` in order).  An exception from the dataset's
+At most ``num_workers + prefetch_depth`` batches (the window) are being built
+or wait, as for map-style epochs: a worker takes a permit from a budget before
+it builds a batch, and the consumer gives it back when it takes the batch.  In
+order, each worker has its own share of the window (``window // num_workers``,
+the remainder to the first workers; ``prefetch_factor`` each when it is given,
+torch's bound); out of order the workers share one budget.  An exception from the dataset's
 iterator or from ``collate_fn`` is raised for its batch; the worker then goes
 on calling ``next()`` on its iterator (a generator that raised is finished,
 which ends that worker), as PyTorch's workers do.
@@ -162,18 +166,22 @@ class _IterableEpoch:
         self.cancelled = threading.Event()
         self.active = n
         self.idle = threading.Condition(threading.Lock())
+        # Every entry of a queue holds one permit of its worker's budget (see the
+        # module docstring), so the queues need no bound of their own.
         if in_order:
-            per_worker = -(-window // n)
-            self.queues = [queue.Queue(per_worker) for _ in range(n)]
+            share, extra = divmod(window, n)
+            self.budgets = [threading.Semaphore(share + (w < extra)) for w in range(n)]
+            self.queues: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(n)]
         else:
-            shared: queue.Queue[Any] = queue.Queue(window)
-            self.queues = [shared] * n
+            self.budgets = [threading.Semaphore(window)] * n
+            self.queues = [queue.SimpleQueue()] * n
 
     def work(self, worker_id: int) -> None:
         try:
             seed, dataset, init_fn, persistent = self.worker_setup
             batcher = self.batcher
             out = self.queues[worker_id]
+            budget = self.budgets[worker_id]
             try:
                 # Like a torch worker process, every worker runs worker_init_fn at the
                 # start of the epoch, also when the epoch was closed before it woke up.
@@ -185,11 +193,12 @@ class _IterableEpoch:
                     return
                 it = _Stream(iter(dataset))
             except BaseException as exc:
-                self._put(out, (worker_id, Failure(exc)))
-                self._put(out, (worker_id, _END))
+                for entry in (Failure(exc), _END):
+                    if not (self._acquire(budget) and self._put(out, (worker_id, entry))):
+                        break
                 return
             del dataset, init_fn
-            while not self.cancelled.is_set():
+            while self._acquire(budget):
                 payload = batcher.next_batch(it)  # type: ignore[union-attr]
                 if not self._put(out, (worker_id, payload)) or payload is _END:
                     break
@@ -201,17 +210,23 @@ class _IterableEpoch:
                 self.active -= 1
                 self.idle.notify_all()
 
-    def _put(self, out: queue.Queue[Any], entry: Any) -> bool:
+    def _acquire(self, budget: threading.Semaphore) -> bool:
+        """Take a permit to build one batch; False once the epoch is cancelled."""
         while not self.cancelled.is_set():
-            try:
-                out.put(entry, timeout=WAIT_SLICE_S)
-                return True
-            except queue.Full:
-                continue
+            if budget.acquire(timeout=WAIT_SLICE_S):
+                return not self.cancelled.is_set()
         return False
+
+    def _put(self, out: queue.SimpleQueue[Any], entry: Any) -> bool:
+        if self.cancelled.is_set():
+            return False
+        out.put(entry)
+        return True
 
     def close(self) -> None:
         self.cancelled.set()
+        for budget in {id(b): b for b in self.budgets}.values():
+            budget.release(self.pool.num_workers)  # wake the workers waiting for a permit
         for q in self.queues:
             _drain(q)
         if not self.pool.owns_current_thread():
@@ -225,7 +240,7 @@ class _IterableEpoch:
         self.worker_setup = (0, None, None, False)
 
 
-def _drain(q: queue.Queue[Any]) -> None:
+def _drain(q: queue.SimpleQueue[Any]) -> None:
     while True:
         try:
             q.get_nowait()
@@ -270,6 +285,7 @@ class IterableWorkerIterator(EpochIterator):
                 q = self._epoch.queues[0]
                 source = "from any worker"
             worker, payload = self._get(q, source)
+            self._epoch.budgets[worker].release()
             if payload is _END:
                 i = self._live.index(worker)
                 self._live.remove(worker)
@@ -283,7 +299,7 @@ class IterableWorkerIterator(EpochIterator):
                 payload.reraise()
             return payload
 
-    def _get(self, q: queue.Queue[Any], source: str) -> Any:
+    def _get(self, q: queue.SimpleQueue[Any], source: str) -> Any:
         start = time.monotonic()
         while True:
             try:

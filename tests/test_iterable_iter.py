@@ -341,6 +341,52 @@ def test_early_break_or_close_ends_the_workers_streams_promptly(num_workers, how
     assert ref() is None
 
 
+# -- bounded window ------------------------------------------------------------------------
+
+
+def counting_collate(ds):
+    def collate(items):
+        with ds.cond:
+            ds.built += 1
+            ds.cond.notify_all()
+        return items
+
+    return collate
+
+
+def assert_stays_at_most(ds, limit, duration_s=0.2):
+    """``ds.built`` never exceeds ``limit`` while the consumer stalls (a hard bound: this can
+    only fail when the loader builds too many batches, never because the machine is slow)."""
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() < deadline:
+        assert ds.built <= limit
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize(
+    "num_workers, kwargs, window",
+    [(1, {}, 3), (2, {}, 4), (3, {"prefetch_depth": 1}, 4), (4, {}, 6), (2, {"prefetch_factor": 3}, 6)],
+)
+@pytest.mark.parametrize("in_order", [True, False])
+def test_window_bounds_batches_built_or_waiting_while_the_consumer_stalls(num_workers, kwargs, window, in_order):
+    ds = Endless()
+    ds.built = 0
+    loader = DataLoader(
+        ds, batch_size=2, num_workers=num_workers, in_order=in_order, collate_fn=counting_collate(ds), **kwargs
+    )
+    try:
+        it = iter(loader)
+        with ds.cond:
+            assert ds.cond.wait_for(lambda: ds.built >= window, WAIT_S)  # the workers fill the window
+        assert_stays_at_most(ds, window)  # ... and stop there
+        next(it)
+        with ds.cond:
+            assert ds.cond.wait_for(lambda: ds.built >= window + 1, WAIT_S)
+        assert_stays_at_most(ds, window + 1)  # exactly one more batch once one is taken
+    finally:
+        loader.close()
+
+
 # -- in_order=False ------------------------------------------------------------------------
 
 
