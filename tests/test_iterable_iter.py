@@ -143,9 +143,11 @@ def test_sharded_range_gives_each_item_once_in_torch_order(n, num_workers, batch
 
 
 def test_batches_are_collated_numpy_arrays_and_unbatched_items_converted():
-    batch = next(iter(DataLoader(ShardedRange(0, 5), batch_size=3, num_workers=2)))
+    with DataLoader(ShardedRange(0, 5), batch_size=3, num_workers=2) as loader:
+        batch = next(iter(loader))
     assert isinstance(batch, np.ndarray) and batch.dtype == np.int64 and batch.tolist() == [0, 1, 2]
-    items = list(DataLoader(ShardedRange(0, 3), batch_size=None, num_workers=2))
+    with DataLoader(ShardedRange(0, 3), batch_size=None, num_workers=2) as loader:
+        items = list(loader)
     assert items == [0, 2, 1] and all(type(i) is int for i in items)  # default_convert keeps ints
 
 

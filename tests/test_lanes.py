@@ -182,7 +182,8 @@ def test_lane_pool_threads_are_named_and_stop_on_shutdown():
 
 def test_item_lanes_give_numpy_batches_like_the_plain_path():
     ds = RecordingDataset(10)
-    a = list(DataLoader(ds, batch_size=4, item_concurrency=3))
+    with DataLoader(ds, batch_size=4, item_concurrency=3) as loader:
+        a = list(loader)
     b = list(DataLoader(ds, batch_size=4))
     for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype == np.int64
