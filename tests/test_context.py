@@ -162,8 +162,12 @@ def test_item_rng_in_getitem_does_not_depend_on_threads(num_workers, item_concur
 def test_item_rng_in_transform_does_not_depend_on_threads(num_workers, item_concurrency, batched):
     ref = rng_epochs(RngDataset(17))  # item_rng().random() drawn in __getitem__
     loader = DataLoader(
-        IndexDataset(17, batched), batch_size=5, seed=123, transform=with_noise,
-        num_workers=num_workers, item_concurrency=item_concurrency,
+        IndexDataset(17, batched),
+        batch_size=5,
+        seed=123,
+        transform=with_noise,
+        num_workers=num_workers,
+        item_concurrency=item_concurrency,
     )
     for expected in ref:
         batches = list(loader)

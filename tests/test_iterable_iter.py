@@ -63,9 +63,14 @@ def shard(start, end, info):
 
 def worker_streams(n, num_workers, batch_size, drop_last, fail_at=None, collate_fails=()):
     """Each worker's outputs: batches (lists, or single items) and ``("error", value)``."""
-    shards = [(0, n)] if num_workers == 0 else [
-        shard(0, n, type("I", (), {"id": w, "num_workers": num_workers})) for w in range(num_workers)
-    ]
+    shards = (
+        [(0, n)]
+        if num_workers == 0
+        else [
+            shard(0, n, type("I", (), {"id": w, "num_workers": num_workers}))
+            for w in range(num_workers)
+        ]
+    )
     streams = []
     for lo, hi in shards:
         out, items = [], []
@@ -128,10 +133,14 @@ def test_torch_order_model_takes_turns_and_skips_finished_workers():
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3, 4])
-@pytest.mark.parametrize("batch_size, drop_last", [(None, False), (1, False), (2, False), (3, False), (3, True)])
+@pytest.mark.parametrize(
+    "batch_size, drop_last", [(None, False), (1, False), (2, False), (3, False), (3, True)]
+)
 @pytest.mark.parametrize("n", [0, 3, 10, 17])
 def test_sharded_range_gives_each_item_once_in_torch_order(n, num_workers, batch_size, drop_last):
-    loader = DataLoader(ShardedRange(0, n), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers)
+    loader = DataLoader(
+        ShardedRange(0, n), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers
+    )
     expected = torch_order(worker_streams(n, num_workers, batch_size, drop_last))
     for _ in range(2):  # and again in the next epoch
         got = as_lists(collect(loader))
@@ -234,10 +243,15 @@ def failing_collate(fail_on):
 
 @pytest.mark.parametrize("num_workers", [0, 2, 3])
 @pytest.mark.parametrize("batch_size", [None, 2])
-def test_an_error_in_collate_fn_is_raised_for_its_batch_and_iteration_continues(num_workers, batch_size):
+def test_an_error_in_collate_fn_is_raised_for_its_batch_and_iteration_continues(
+    num_workers, batch_size
+):
     fails = {3, 8}
     loader = DataLoader(
-        ShardedRange(0, 12), batch_size=batch_size, num_workers=num_workers, collate_fn=failing_collate(fails)
+        ShardedRange(0, 12),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        collate_fn=failing_collate(fails),
     )
     expected = torch_order(worker_streams(12, num_workers, batch_size, False, collate_fails=fails))
     assert as_lists(collect(loader)) == expected
@@ -338,9 +352,9 @@ def test_early_break_or_close_ends_the_workers_streams_promptly(num_workers, how
     assert len(next(iter(loader))) == 3
     ref = weakref.ref(ds)
     loader.close()
-    del loader, ds
+    loader = ds = None
     gc.collect()
-    assert ref() is None
+    assert ref() is None  # no thread keeps the dataset
 
 
 # -- bounded window ------------------------------------------------------------------------
@@ -367,19 +381,34 @@ def assert_stays_at_most(ds, limit, duration_s=0.2):
 
 @pytest.mark.parametrize(
     "num_workers, kwargs, window",
-    [(1, {}, 3), (2, {}, 4), (3, {"prefetch_depth": 1}, 4), (4, {}, 6), (2, {"prefetch_factor": 3}, 6)],
+    [
+        (1, {}, 3),
+        (2, {}, 4),
+        (3, {"prefetch_depth": 1}, 4),
+        (4, {}, 6),
+        (2, {"prefetch_factor": 3}, 6),
+    ],
 )
 @pytest.mark.parametrize("in_order", [True, False])
-def test_window_bounds_batches_built_or_waiting_while_the_consumer_stalls(num_workers, kwargs, window, in_order):
+def test_window_bounds_batches_built_or_waiting_while_the_consumer_stalls(
+    num_workers, kwargs, window, in_order
+):
     ds = Endless()
     ds.built = 0
     loader = DataLoader(
-        ds, batch_size=2, num_workers=num_workers, in_order=in_order, collate_fn=counting_collate(ds), **kwargs
+        ds,
+        batch_size=2,
+        num_workers=num_workers,
+        in_order=in_order,
+        collate_fn=counting_collate(ds),
+        **kwargs,
     )
     try:
         it = iter(loader)
         with ds.cond:
-            assert ds.cond.wait_for(lambda: ds.built >= window, WAIT_S)  # the workers fill the window
+            assert ds.cond.wait_for(
+                lambda: ds.built >= window, WAIT_S
+            )  # the workers fill the window
         assert_stays_at_most(ds, window)  # ... and stop there
         next(it)
         with ds.cond:
@@ -472,7 +501,9 @@ def test_worker_init_fn_runs_on_every_worker_even_when_the_epoch_is_closed_at_on
     epochs = 10
     for _ in range(epochs):
         iter(loader).close()
-    assert sorted(calls) == sorted([(w, f"dataloader-worker-{w}") for w in range(num_workers)] * epochs)
+    assert sorted(calls) == sorted(
+        [(w, f"dataloader-worker-{w}") for w in range(num_workers)] * epochs
+    )
     loader.close()
 
 
@@ -481,7 +512,9 @@ def test_worker_init_fn_error_is_raised_by_next_for_each_worker_then_the_epoch_e
     def init(worker_id):
         raise LookupError(f"init {worker_id}")
 
-    loader = DataLoader(ShardedRange(0, 10), batch_size=2, num_workers=num_workers, worker_init_fn=init)
+    loader = DataLoader(
+        ShardedRange(0, 10), batch_size=2, num_workers=num_workers, worker_init_fn=init
+    )
     out = collect(loader)
     assert out == [("error", ("LookupError", (f"init {w}",))) for w in range(num_workers)]
     loader.close()
@@ -493,7 +526,9 @@ def test_worker_init_fn_error_is_raised_by_next_for_each_worker_then_the_epoch_e
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("batch_size, drop_last", [(None, False), (2, False), (2, True)])
 def test_empty_iterable_dataset_has_len_0_and_an_empty_epoch(num_workers, batch_size, drop_last):
-    loader = DataLoader(ShardedRange(0, 0), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers)
+    loader = DataLoader(
+        ShardedRange(0, 0), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers
+    )
     assert len(loader) == 0
     for _ in range(2):
         assert list(loader) == []

@@ -39,13 +39,22 @@ def failing_transform(item):
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("batch_size", [3, 5])
 @pytest.mark.parametrize("transform", [None, failing_transform], ids=["plain", "transform"])
-def test_batches_and_errors_are_the_sequential_loaders(item_concurrency, num_workers, batch_size, transform):
+def test_batches_and_errors_are_the_sequential_loaders(
+    item_concurrency, num_workers, batch_size, transform
+):
     fail = {2, 3, 11, 22}  # several failures in one batch, and failures in several batches
-    ref = comparable(collect(DataLoader(RecordingDataset(23, fail=fail), batch_size=batch_size, transform=transform)))
+    ref = comparable(
+        collect(
+            DataLoader(RecordingDataset(23, fail=fail), batch_size=batch_size, transform=transform)
+        )
+    )
     assert any(kind == "error" for kind, _ in ref)
     loader = DataLoader(
-        RecordingDataset(23, fail=fail), batch_size=batch_size, transform=transform,
-        num_workers=num_workers, item_concurrency=item_concurrency,
+        RecordingDataset(23, fail=fail),
+        batch_size=batch_size,
+        transform=transform,
+        num_workers=num_workers,
+        item_concurrency=item_concurrency,
     )
     for _ in range(2):
         assert comparable(collect(loader)) == ref
@@ -78,9 +87,13 @@ class FirstErrorDataset:
 
 @pytest.mark.parametrize("item_concurrency", [2, 3, 4])
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
-def test_the_first_error_by_position_wins_even_when_a_later_item_fails_first(item_concurrency, num_workers):
+def test_the_first_error_by_position_wins_even_when_a_later_item_fails_first(
+    item_concurrency, num_workers
+):
     ds = FirstErrorDataset(8)
-    loader = DataLoader(ds, batch_size=4, num_workers=num_workers, item_concurrency=item_concurrency)
+    loader = DataLoader(
+        ds, batch_size=4, num_workers=num_workers, item_concurrency=item_concurrency
+    )
     out = collect(loader)
     assert ds.failures == [3, 1]  # item 3 failed first in time
     assert out[0] == ("error", ("KeyError", (1,)))  # what the sequential loader raises

@@ -54,26 +54,36 @@ SAMPLERS = {
     "random": lambda ds: RandomSampler(ds, generator=1),
     "random-fewer": lambda ds: RandomSampler(ds, num_samples=7, generator=1),
     "random-more": lambda ds: RandomSampler(ds, num_samples=40, generator=1),
-    "random-replacement": lambda ds: RandomSampler(ds, replacement=True, num_samples=25, generator=1),
+    "random-replacement": lambda ds: RandomSampler(
+        ds, replacement=True, num_samples=25, generator=1
+    ),
     "subset-random": lambda ds: SubsetRandomSampler([1, 4, 9, 16, 3], generator=1),
     "weighted": lambda ds: WeightedRandomSampler(np.arange(len(ds)) + 1.0, 13, generator=1),
     "weighted-no-replacement": lambda ds: WeightedRandomSampler(
         np.arange(len(ds)) + 1.0, 9, replacement=False, generator=1
     ),
     "distributed": lambda ds: DistributedSampler(ds, num_replicas=3, rank=2, seed=1),
-    "distributed-drop-last": lambda ds: DistributedSampler(ds, num_replicas=3, rank=2, seed=1, drop_last=True),
-    "distributed-unshuffled": lambda ds: DistributedSampler(ds, num_replicas=4, rank=1, shuffle=False),
+    "distributed-drop-last": lambda ds: DistributedSampler(
+        ds, num_replicas=3, rank=2, seed=1, drop_last=True
+    ),
+    "distributed-unshuffled": lambda ds: DistributedSampler(
+        ds, num_replicas=4, rank=1, shuffle=False
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
-@pytest.mark.parametrize("batch_size, drop_last", [(None, False), (1, False), (4, False), (4, True), (40, True)])
+@pytest.mark.parametrize(
+    "batch_size, drop_last", [(None, False), (1, False), (4, False), (4, True), (40, True)]
+)
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_len_is_exact_and_batches_follow_the_sampler(name, batch_size, drop_last, num_workers):
     ds = Items()
     sampler = SAMPLERS[name](ds)
     expected_order = list(SAMPLERS[name](ds))  # an identical sampler's first epoch
-    loader = DataLoader(ds, batch_size=batch_size, drop_last=drop_last, sampler=sampler, num_workers=num_workers)
+    loader = DataLoader(
+        ds, batch_size=batch_size, drop_last=drop_last, sampler=sampler, num_workers=num_workers
+    )
     n = len(sampler)
     if batch_size is None:
         expected_len = n
@@ -148,7 +158,11 @@ def test_batch_size_none_converts_each_item_with_default_convert():
     items = list(DataLoader(Scalars(), batch_size=None))
     assert len(items) == 3
     item = items[2]
-    assert isinstance(item["x"], np.ndarray) and item["x"].shape == () and item["x"].dtype == np.float32
+    assert (
+        isinstance(item["x"], np.ndarray)
+        and item["x"].shape == ()
+        and item["x"].dtype == np.float32
+    )
     assert isinstance(item["y"], list) and item["y"][1] == "s"  # tuples become lists, like torch
     assert item["y"][0].dtype == np.int64 and item["y"][0].shape == ()
     assert item["z"].tolist() == [0, 1, 2]
@@ -174,9 +188,13 @@ def test_batch_size_none_with_a_custom_collate_fn_sees_single_items():
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-@pytest.mark.parametrize("batch_size, drop_last", [(None, False), (1, False), (3, False), (3, True)])
+@pytest.mark.parametrize(
+    "batch_size, drop_last", [(None, False), (1, False), (3, False), (3, True)]
+)
 def test_empty_map_dataset_has_len_0_and_empty_epochs(num_workers, batch_size, drop_last):
-    loader = DataLoader(Items(0), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers)
+    loader = DataLoader(
+        Items(0), batch_size=batch_size, drop_last=drop_last, num_workers=num_workers
+    )
     assert len(loader) == 0
     for _ in range(3):
         it = iter(loader)
@@ -194,7 +212,9 @@ def test_random_sampler_on_an_empty_dataset_raises_at_construction_like_torch():
 
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_empty_subset_sampler_gives_an_empty_epoch(num_workers):
-    loader = DataLoader(Items(), sampler=SubsetRandomSampler([], generator=0), num_workers=num_workers)
+    loader = DataLoader(
+        Items(), sampler=SubsetRandomSampler([], generator=0), num_workers=num_workers
+    )
     assert len(loader) == 0 and list(loader) == []
     loader.close()
 

@@ -55,14 +55,18 @@ def assert_same(t, o, path="batch"):
     """Same structure, container types, shapes, dtypes and values."""
     if isinstance(t, np.ndarray):
         assert isinstance(o, np.ndarray), f"{path}: {type(o).__name__} is not an ndarray"
-        assert (o.shape, o.dtype) == (t.shape, t.dtype), f"{path}: {o.shape} {o.dtype} != {t.shape} {t.dtype}"
+        assert (o.shape, o.dtype) == (t.shape, t.dtype), (
+            f"{path}: {o.shape} {o.dtype} != {t.shape} {t.dtype}"
+        )
         np.testing.assert_array_equal(o, t, err_msg=path)
     elif isinstance(t, dict):
         assert isinstance(o, dict) and list(o) == list(t), path
         for k in t:
             assert_same(t[k], o[k], f"{path}[{k!r}]")
     elif isinstance(t, (list, tuple)):
-        assert type(o) is type(t) and len(o) == len(t), f"{path}: {type(o).__name__} != {type(t).__name__}"
+        assert type(o) is type(t) and len(o) == len(t), (
+            f"{path}: {type(o).__name__} != {type(t).__name__}"
+        )
         for i, (a, b) in enumerate(zip(t, o, strict=True)):
             assert_same(a, b, f"{path}[{i}]")
     else:
@@ -121,7 +125,11 @@ N = 23
 
 SAMPLERS = {
     # name: (torch factory, ours factory, deterministic)
-    "sequential": (lambda ds: tud.SequentialSampler(ds), lambda ds: ours.SequentialSampler(ds), True),
+    "sequential": (
+        lambda ds: tud.SequentialSampler(ds),
+        lambda ds: ours.SequentialSampler(ds),
+        True,
+    ),
     "random": (
         lambda ds: tud.RandomSampler(ds, generator=torch_gen()),
         lambda ds: ours.RandomSampler(ds, generator=0),
@@ -153,8 +161,12 @@ SAMPLERS = {
         True,
     ),
     "distributed-drop-last": (
-        lambda ds: tud.DistributedSampler(ds, num_replicas=3, rank=2, shuffle=False, drop_last=True),
-        lambda ds: ours.DistributedSampler(ds, num_replicas=3, rank=2, shuffle=False, drop_last=True),
+        lambda ds: tud.DistributedSampler(
+            ds, num_replicas=3, rank=2, shuffle=False, drop_last=True
+        ),
+        lambda ds: ours.DistributedSampler(
+            ds, num_replicas=3, rank=2, shuffle=False, drop_last=True
+        ),
         True,
     ),
     "distributed-shuffled": (
@@ -166,12 +178,16 @@ SAMPLERS = {
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLERS))
-@pytest.mark.parametrize("batch_size, drop_last", [(None, False), (1, False), (5, False), (5, True)])
+@pytest.mark.parametrize(
+    "batch_size, drop_last", [(None, False), (1, False), (5, False), (5, True)]
+)
 def test_map_style_len_indices_and_collation_match_torch(name, batch_size, drop_last):
     t_factory, o_factory, deterministic = SAMPLERS[name]
     ds = Rich(N)
     t_loader = tud.DataLoader(ds, batch_size=batch_size, drop_last=drop_last, sampler=t_factory(ds))
-    o_loader = ours.DataLoader(ds, batch_size=batch_size, drop_last=drop_last, sampler=o_factory(ds))
+    o_loader = ours.DataLoader(
+        ds, batch_size=batch_size, drop_last=drop_last, sampler=o_factory(ds)
+    )
     assert len(o_loader) == len(t_loader)
     t_out, o_out = run(t_loader), run(o_loader)
     assert len(o_out) == len(t_out) == len(t_loader)
@@ -190,7 +206,10 @@ def test_map_style_len_indices_and_collation_match_torch(name, batch_size, drop_
         dropped = len(flat) < len(o_factory(ds))
         if name in ("random", "subset-random") and not dropped:  # whole permutations
             assert Counter(flat) == Counter(t_flat)
-        elif name not in ("random-replacement", "weighted"):  # cut permutations: same multiplicities
+        elif name not in (
+            "random-replacement",
+            "weighted",
+        ):  # cut permutations: same multiplicities
             assert sorted(Counter(flat).values()) == sorted(Counter(t_flat).values())
         # values: each of our batches is what torch makes of the same indices
         for o, idx in zip(o_out, o_idx, strict=True):
@@ -202,8 +221,12 @@ def test_map_style_len_indices_and_collation_match_torch(name, batch_size, drop_
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_batch_sampler_matches_torch(drop_last):
     ds = Rich(N)
-    t_loader = tud.DataLoader(ds, batch_sampler=tud.BatchSampler(tud.SequentialSampler(ds), 4, drop_last))
-    o_loader = ours.DataLoader(ds, batch_sampler=ours.BatchSampler(ours.SequentialSampler(ds), 4, drop_last))
+    t_loader = tud.DataLoader(
+        ds, batch_sampler=tud.BatchSampler(tud.SequentialSampler(ds), 4, drop_last)
+    )
+    o_loader = ours.DataLoader(
+        ds, batch_sampler=ours.BatchSampler(ours.SequentialSampler(ds), 4, drop_last)
+    )
     assert len(o_loader) == len(t_loader)
     for t, o in zip(run(t_loader), run(o_loader), strict=True):
         assert_same(t, o)
@@ -268,7 +291,9 @@ OurRange = sharded_range(ours.IterableDataset, ours.get_worker_info)
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3, 4])
-@pytest.mark.parametrize("batch_size, drop_last", [(None, False), (2, False), (3, False), (3, True)])
+@pytest.mark.parametrize(
+    "batch_size, drop_last", [(None, False), (2, False), (3, False), (3, True)]
+)
 @pytest.mark.parametrize("n", [3, 10, 17])
 def test_sharded_iterable_batches_and_order_match_torch(n, num_workers, batch_size, drop_last):
     kwargs = dict(batch_size=batch_size, drop_last=drop_last, num_workers=num_workers)
@@ -286,8 +311,12 @@ def test_sharded_iterable_batches_and_order_match_torch(n, num_workers, batch_si
 @pytest.mark.parametrize("num_workers", [0, 2, 3])
 @pytest.mark.parametrize("batch_size", [None, 2])
 def test_iterable_error_positions_match_torch(num_workers, batch_size):
-    t_out = run(tud.DataLoader(TorchRange(0, 12, fail_at=5), batch_size=batch_size, num_workers=num_workers))
-    o_loader = ours.DataLoader(OurRange(0, 12, fail_at=5), batch_size=batch_size, num_workers=num_workers)
+    t_out = run(
+        tud.DataLoader(TorchRange(0, 12, fail_at=5), batch_size=batch_size, num_workers=num_workers)
+    )
+    o_loader = ours.DataLoader(
+        OurRange(0, 12, fail_at=5), batch_size=batch_size, num_workers=num_workers
+    )
     o_out = run(o_loader)
     o_loader.close()
     assert any(isinstance(x, tuple) and x == ("error", "ValueError") for x in o_out)
@@ -307,7 +336,9 @@ def unsharded(base):
 @pytest.mark.parametrize("num_workers", [2, 3])
 def test_iterable_without_sharding_duplicates_like_torch(num_workers):
     t = run(tud.DataLoader(unsharded(tud.IterableDataset)(), batch_size=2, num_workers=num_workers))
-    o_loader = ours.DataLoader(unsharded(ours.IterableDataset)(), batch_size=2, num_workers=num_workers)
+    o_loader = ours.DataLoader(
+        unsharded(ours.IterableDataset)(), batch_size=2, num_workers=num_workers
+    )
     o = run(o_loader)
     o_loader.close()
     for a, b in zip(t, o, strict=True):
@@ -338,8 +369,12 @@ def test_iteration_stops_at_the_first_stop_iteration_like_torch(num_workers, bat
 
         return R()
 
-    t = run(tud.DataLoader(make(tud.IterableDataset), batch_size=batch_size, num_workers=num_workers))
-    o_loader = ours.DataLoader(make(ours.IterableDataset), batch_size=batch_size, num_workers=num_workers)
+    t = run(
+        tud.DataLoader(make(tud.IterableDataset), batch_size=batch_size, num_workers=num_workers)
+    )
+    o_loader = ours.DataLoader(
+        make(ours.IterableDataset), batch_size=batch_size, num_workers=num_workers
+    )
     o = run(o_loader)
     o_loader.close()
     for a, b in zip(t, o, strict=True):
@@ -447,8 +482,13 @@ def seed_bases(lib, persistent, epochs=3):
     if lib is tud:
         ds, kwargs = SeedDataset(tud.get_worker_info), {"generator": torch_gen(1)}
     else:
-        ds, kwargs = SeedDataset(ours.get_worker_info, threading.Barrier(2, timeout=10)), {"seed": 1}
-    loader = lib.DataLoader(ds, batch_size=1, num_workers=2, persistent_workers=persistent, **kwargs)
+        ds, kwargs = (
+            SeedDataset(ours.get_worker_info, threading.Barrier(2, timeout=10)),
+            {"seed": 1},
+        )
+    loader = lib.DataLoader(
+        ds, batch_size=1, num_workers=2, persistent_workers=persistent, **kwargs
+    )
     out = []
     for _ in range(epochs):
         seen = {(int(b[0][0]), int(b[0][1])) for b in loader}

@@ -62,7 +62,9 @@ class InitRecorder:
     def __call__(self, worker_id):
         info = get_worker_info()
         with self.lock:
-            self.calls.append((worker_id, info.id, info.num_workers, info.seed, threading.current_thread().name))
+            self.calls.append(
+                (worker_id, info.id, info.num_workers, info.seed, threading.current_thread().name)
+            )
 
 
 # -- worker_init_fn ---------------------------------------------------------------------------
@@ -77,7 +79,8 @@ def test_worker_init_fn_runs_on_every_worker_at_the_start_of_every_epoch(num_wor
         init.calls.clear()
         assert [int(b[0]) for b in loader] == list(range(12))
         assert sorted(init.calls) == [
-            (w, w, num_workers, epoch_seed(21, epoch) + w, f"dataloader-worker-{w}") for w in range(num_workers)
+            (w, w, num_workers, epoch_seed(21, epoch) + w, f"dataloader-worker-{w}")
+            for w in range(num_workers)
         ]
     loader.close()
 
@@ -87,12 +90,18 @@ def test_persistent_workers_run_worker_init_fn_once_per_thread(num_workers):
     ds = AllWorkersDataset(9, num_workers)
     init = InitRecorder()
     loader = DataLoader(
-        ds, batch_size=1, num_workers=num_workers, worker_init_fn=init, persistent_workers=True, seed=4
+        ds,
+        batch_size=1,
+        num_workers=num_workers,
+        worker_init_fn=init,
+        persistent_workers=True,
+        seed=4,
     )
     for _ in range(4):
         assert [int(b[0]) for b in loader] == list(range(9))
     assert sorted(init.calls) == [
-        (w, w, num_workers, epoch_seed(4, 0) + w, f"dataloader-worker-{w}") for w in range(num_workers)
+        (w, w, num_workers, epoch_seed(4, 0) + w, f"dataloader-worker-{w}")
+        for w in range(num_workers)
     ]
     loader.close()
 
@@ -103,7 +112,10 @@ def test_persistent_workers_keep_the_seed_they_were_initialised_with():
     loader = DataLoader(ds, batch_size=1, num_workers=2, persistent_workers=True, seed=8)
     for _ in range(3):
         list(loader)
-    assert {(wid, seed) for wid, seed, _ in ds.infos} == {(0, epoch_seed(8, 0)), (1, epoch_seed(8, 0) + 1)}
+    assert {(wid, seed) for wid, seed, _ in ds.infos} == {
+        (0, epoch_seed(8, 0)),
+        (1, epoch_seed(8, 0) + 1),
+    }
     loader.close()
 
 
@@ -115,7 +127,12 @@ def test_persistent_workers_keep_the_seed_they_were_initialised_with():
 @pytest.mark.parametrize("num_workers", [2, 3])
 def test_worker_init_fn_runs_on_every_worker_even_when_the_epoch_is_closed_at_once(num_workers):
     init = InitRecorder()
-    loader = DataLoader(AllWorkersDataset(12, num_workers), batch_size=1, num_workers=num_workers, worker_init_fn=init)
+    loader = DataLoader(
+        AllWorkersDataset(12, num_workers),
+        batch_size=1,
+        num_workers=num_workers,
+        worker_init_fn=init,
+    )
     epochs = 20
     for _ in range(epochs):
         iter(loader).close()  # torch: every worker process still runs worker_init_fn
@@ -133,7 +150,10 @@ def test_worker_init_fn_error_is_raised_by_next_and_the_epoch_ends(num_workers, 
         raise LookupError(f"init {worker_id}")
 
     loader = DataLoader(
-        list(range(10)), batch_size=2, num_workers=num_workers, worker_init_fn=init,
+        list(range(10)),
+        batch_size=2,
+        num_workers=num_workers,
+        worker_init_fn=init,
         persistent_workers=persistent,
     )
     for _ in range(2):  # a failed init is not a success: the next epoch fails (tries) again
@@ -154,7 +174,9 @@ def test_persistent_worker_init_fn_retried_after_a_failure_then_run_once():
         if len(calls) == 1:
             raise LookupError("first init fails")
 
-    loader = DataLoader(list(range(4)), batch_size=2, num_workers=1, worker_init_fn=init, persistent_workers=True)
+    loader = DataLoader(
+        list(range(4)), batch_size=2, num_workers=1, worker_init_fn=init, persistent_workers=True
+    )
     first = collect(loader)
     assert [k for k, _ in first] == ["error", "error"]
     for _ in range(3):
