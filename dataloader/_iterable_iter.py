@@ -12,10 +12,12 @@ or wait, as for map-style epochs: a worker takes a permit from a budget before
 it builds a batch, and the consumer gives it back when it takes the batch.  In
 order, each worker has its own share of the window (``window // num_workers``,
 the remainder to the first workers; ``prefetch_factor`` each when it is given,
-torch's bound); out of order the workers share one budget.  An exception from the dataset's
-iterator or from ``collate_fn`` is raised for its batch; the worker then goes
-on calling ``next()`` on its iterator (a generator that raised is finished,
-which ends that worker), as PyTorch's workers do.
+torch's bound); out of order the workers share one budget.
+
+An exception from the dataset's iterator or from ``collate_fn`` is raised for
+its batch; the worker then goes on calling ``next()`` on its iterator (a
+generator that raised is finished, which ends that worker), as PyTorch's
+workers do.  A stream ends at its first ``StopIteration``.
 """
 
 from __future__ import annotations
