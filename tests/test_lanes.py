@@ -190,6 +190,8 @@ def test_lane_pool_threads_are_named_and_stop_on_shutdown():
     assert [t.name for t in pool.threads] == ["dataloader-lane-0", "dataloader-lane-1"]
     assert all(t.daemon for t in pool.threads)
     pool.shutdown()
+    for t in pool.threads:  # shutdown asks them to exit; they do once idle
+        t.join(WAIT_S)
     assert not any(t.is_alive() for t in pool.threads)
 
 
