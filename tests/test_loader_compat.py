@@ -252,6 +252,23 @@ def test_slow_batch_beyond_timeout_with_workers_raises_timeout_error_naming_it(b
     loader.close()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="_map_iter: with in_order=False the TimeoutError says 'no batch was ready' "
+    "without the batch number (the iterable path says 'batch k (from any worker)')",
+)
+def test_timeout_out_of_order_names_the_next_batch():
+    ds = Held(6)
+    loader = DataLoader(ds, batch_size=2, num_workers=1, timeout=0.05, in_order=False)
+    try:
+        it = iter(loader)
+        with pytest.raises(TimeoutError, match=r"batch 0\b"):
+            next(it)
+    finally:
+        ds.release.set()
+        loader.close()
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_timeout_never_raises_assertion_error_and_fast_batches_pass(num_workers):
     loader = DataLoader(Items(), batch_size=4, num_workers=num_workers, timeout=5)
