@@ -112,6 +112,20 @@ def _set_index(index: int | None) -> None:
     _local.index = index
 
 
+def _swap_epoch_key(key: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Set this thread's epoch key; return the previous one (to restore it afterwards)."""
+    previous = getattr(_local, "epoch_key", None)
+    _local.epoch_key = key
+    return previous
+
+
+def _swap_index(index: int | None) -> int | None:
+    """Set this thread's current item index; return the previous one (to restore it)."""
+    previous = getattr(_local, "index", None)
+    _local.index = index
+    return previous
+
+
 def _snapshot() -> tuple[Any, Any]:
     return getattr(_local, "worker", None), getattr(_local, "epoch_key", None)
 
