@@ -30,9 +30,10 @@ from typing import Any
 
 from . import _context
 from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
+from ._errors import LoaderTimeoutError
 from ._fetch import Failure
 from ._map_iter import EpochIterator
-from ._worker import WorkerPool, start_worker
+from ._worker import WorkerPool, start_worker, worker_copy
 
 __all__ = ["IterableBatcher", "IterableSequentialIterator", "IterableWorkerIterator"]
 
@@ -184,7 +185,9 @@ class _IterableEpoch:
             batcher = self.batcher
             out = self.queues[worker_id]
             budget = self.budgets[worker_id]
+            it = None
             try:
+                dataset = worker_copy(dataset, persistent)
                 # Like a torch worker process, every worker runs worker_init_fn at the
                 # start of the epoch, also when the epoch was closed before it woke up.
                 start_worker(
@@ -206,6 +209,9 @@ class _IterableEpoch:
                     break
                 del payload
         finally:
+            # Drop the stream and the batcher before counting this worker out: close()
+            # returns when the count reaches 0, and then nothing may hold the dataset.
+            it = batcher = dataset = None
             _context._set_worker(None)
             _context._set_epoch_key(None)
             with self.idle:
@@ -308,7 +314,7 @@ class IterableWorkerIterator(EpochIterator):
                 return q.get(timeout=WAIT_SLICE_S)
             except queue.Empty:
                 if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
-                    raise TimeoutError(
+                    raise LoaderTimeoutError(
                         f"batch {self._taken} ({source}) was not ready after "
                         f"timeout={self._timeout_s} s"
                     ) from None

@@ -130,6 +130,9 @@ def fetch_with_lanes(
     with batch.cond:
         while batch.inside > 0:
             batch.cond.wait()
+        # Helpers still queued find the batch closed and return; they must not keep the
+        # dataset alive (through fetch_item) after the batch is done.
+        batch.fetch_item = batch.indices = batch.snapshot = None  # type: ignore[assignment]
     if batch.errors:
         pos, exc = min(batch.errors, key=lambda e: e[0])
         batch.errors.clear()

@@ -27,6 +27,7 @@ from typing import Any
 
 from . import _context
 from ._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from ._errors import LoaderTimeoutError
 from ._fetch import Failure, Fetcher
 from ._native._ring import Window
 from ._worker import WorkerPool, start_worker
@@ -131,9 +132,10 @@ class _Epoch:
     def work(self, worker_id: int) -> None:
         """The worker loop: claim a batch, build it, complete it; until none is left."""
         window = self.window
+        fetch = tasks = results = None
         try:
-            if window.cancelled:
-                return
+            # worker_init_fn runs on every worker every epoch, even one closed before the
+            # worker woke up (close() waits for it), as torch's worker processes do.
             fetch = self.fetch
             seed, dataset, init_fn, persistent = self.worker_setup
             init_error: BaseException | None = None
@@ -165,6 +167,9 @@ class _Epoch:
                 del result
                 window.complete(k)
         finally:
+            # Drop every reference into the epoch before leave(): close() returns as soon
+            # as the last worker leaves, and then nothing may hold the dataset.
+            fetch = tasks = results = None
             _context._set_worker(None)
             _context._set_epoch_key(None)
             window.leave()
@@ -255,7 +260,8 @@ class WindowedIterator(EpochIterator):
             epoch.close(wait=False)
             raise
         if status == 0:
-            raise TimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
+            k = window.base if not self._in_order else k
+            raise LoaderTimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
         if status < 0:
             raise StopIteration
         slot = k % epoch.size

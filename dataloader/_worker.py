@@ -16,6 +16,7 @@ worker process is seeded once).
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 import time
@@ -26,7 +27,7 @@ from . import _context
 from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
 from ._lanes import LanePool
 
-__all__ = ["EpochJob", "WorkerPool", "start_worker"]
+__all__ = ["EpochJob", "WorkerPool", "start_worker", "worker_copy"]
 
 # State of the calling worker thread across epochs.  A worker thread belongs to
 # one pool for its whole life, so this is per-pool worker state: ``seed`` is the
@@ -176,3 +177,32 @@ def start_worker(
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
         _thread_state.seed = seed
+
+
+def worker_copy(dataset: Any, persistent: bool) -> Any:
+    """This worker thread's own shallow copy of an ``IterableDataset``.
+
+    A torch worker process iterates its own copy of the dataset, so
+    ``worker_init_fn`` may configure ``get_worker_info().dataset`` (PyTorch's
+    documented ``start``/``end`` sharding example) without touching the user's
+    object or the other workers.  Threads get the same with ``copy.copy``: a new
+    copy every epoch, or with ``persistent_workers`` one copy kept by the thread
+    for the loader's life (as a persistent worker process keeps its copy).
+
+    Raises:
+        TypeError: the dataset cannot be copied with ``copy.copy``.
+    """
+    if persistent:
+        cached = getattr(_thread_state, "dataset_copy", None)
+        if cached is not None and cached[0] is dataset:
+            return cached[1]
+    try:
+        mine = copy.copy(dataset)
+    except Exception as exc:
+        raise TypeError(
+            f"an IterableDataset used with num_workers > 0 must support copy.copy (each worker "
+            f"thread iterates its own copy, as torch's worker processes do): {exc}"
+        ) from exc
+    if persistent:
+        _thread_state.dataset_copy = (dataset, mine)
+    return mine

@@ -58,7 +58,8 @@ class DataLoader(Generic[T_co]):
             here: batches are NumPy arrays in ordinary memory).
         drop_last: drop the last batch if it is smaller than ``batch_size``.
         timeout: seconds ``next()`` waits for one batch from the workers before
-            ``TimeoutError``; 0 waits without limit.  Like PyTorch, it has no
+            ``LoaderTimeoutError`` (a ``TimeoutError`` and a ``RuntimeError``, what
+            torch raises); 0 waits without limit.  Like PyTorch, it has no
             effect with ``num_workers=0`` (the batch is built by ``next()`` itself).
         worker_init_fn: called as ``worker_init_fn(worker_id)`` on each worker
             thread at the start of every epoch (once per thread with
@@ -273,7 +274,8 @@ class DataLoader(Generic[T_co]):
         return (epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent_workers)
 
     def _get_pool(self) -> WorkerPool | None:
-        lanes = max(self.num_workers, 1) * (self.item_concurrency - 1)
+        # Lanes fetch the items of one map-style batch; an IterableDataset has no item indices.
+        lanes = 0 if self._iterable else max(self.num_workers, 1) * (self.item_concurrency - 1)
         if self.num_workers == 0 and lanes == 0:
             return None
         if self._pool is None:

@@ -304,16 +304,27 @@ def test_iteration_stops_at_the_first_stop_iteration_like_torch(num_workers, bat
 
 
 class Endless(IterableDataset):
-    """An infinite stream per worker; records when a worker's generator is finalized."""
+    """An infinite stream per worker; records when a worker's generator is finalized.
+
+    Each worker thread iterates its own shallow copy of the dataset (as each torch
+    worker process does), so the counters live in a dict the copies share.
+    """
 
     def __init__(self):
         self.cond = threading.Condition()
-        self.started = 0
-        self.finished = 0
+        self.counts = {"started": 0, "finished": 0}
+
+    @property
+    def started(self):
+        return self.counts["started"]
+
+    @property
+    def finished(self):
+        return self.counts["finished"]
 
     def __iter__(self):
         with self.cond:
-            self.started += 1
+            self.counts["started"] += 1
         try:
             i = 0
             while True:
@@ -321,7 +332,7 @@ class Endless(IterableDataset):
                 i += 1
         finally:
             with self.cond:
-                self.finished += 1
+                self.counts["finished"] += 1
                 self.cond.notify_all()
 
 
@@ -532,4 +543,32 @@ def test_empty_iterable_dataset_has_len_0_and_an_empty_epoch(num_workers, batch_
     assert len(loader) == 0
     for _ in range(2):
         assert list(loader) == []
+    loader.close()
+
+
+class ConfiguredByWorkerInit(IterableDataset):
+    """PyTorch's documented example 2: worker_init_fn narrows each worker's copy."""
+
+    def __init__(self, start, end):
+        self.start, self.end = start, end
+
+    def __iter__(self):
+        return iter(range(self.start, self.end))
+
+
+def _split_range(worker_id):
+    info = get_worker_info()
+    ds = info.dataset  # this worker's own copy
+    per_worker = -(-(ds.end - ds.start) // info.num_workers)
+    ds.start = ds.start + worker_id * per_worker
+    ds.end = min(ds.start + per_worker, ds.end)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_worker_init_fn_can_configure_each_workers_copy_like_torchs_docs(persistent):
+    ds = ConfiguredByWorkerInit(3, 7)
+    loader = DataLoader(ds, num_workers=2, worker_init_fn=_split_range, persistent_workers=persistent)
+    for _ in range(2):  # the second epoch too (persistent workers keep their configured copy)
+        assert sorted(int(b[0]) for b in loader) == [3, 4, 5, 6]
+    assert (ds.start, ds.end) == (3, 7)  # the user's object is untouched
     loader.close()

@@ -252,11 +252,6 @@ def test_slow_batch_beyond_timeout_with_workers_raises_timeout_error_naming_it(b
     loader.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_map_iter: with in_order=False the TimeoutError says 'no batch was ready' "
-    "without the batch number (the iterable path says 'batch k (from any worker)')",
-)
 def test_timeout_out_of_order_names_the_next_batch():
     ds = Held(6)
     loader = DataLoader(ds, batch_size=2, num_workers=1, timeout=0.05, in_order=False)

@@ -440,13 +440,7 @@ def test_worker_init_fn_runs_on_every_worker_every_epoch_like_torch(kind, tmp_pa
 @pytest.mark.parametrize(
     "kind",
     [
-        pytest.param(
-            "map",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="_map_iter._Epoch.work skips start_worker on an already cancelled epoch",
-            ),
-        ),
+        "map",
         "iterable",
     ],
 )

@@ -119,11 +119,6 @@ def test_persistent_workers_keep_the_seed_they_were_initialised_with():
     loader.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_map_iter._Epoch.work returns before start_worker when the epoch is already "
-    "cancelled, so an epoch closed before a worker wakes skips worker_init_fn there",
-)
 @pytest.mark.parametrize("num_workers", [2, 3])
 def test_worker_init_fn_runs_on_every_worker_even_when_the_epoch_is_closed_at_once(num_workers):
     init = InitRecorder()
