@@ -68,13 +68,19 @@ class NdfWriter:
 
     Raises:
         TypeError: d or l not an integer.
-        ValueError: d < 1 or l < 0.
+        ValueError: d < 1, l < 0, or one row of (d + l) float64 does not fit
+            63-bit file offsets.
         OSError: the temporary file cannot be created.
     """
 
     def __init__(self, path: str | os.PathLike[str], d: int, l: int = 0) -> None:  # noqa: E741
         self.d = _as_count(d, "d", minimum=1)
         self.l = _as_count(l, "l", minimum=0)
+        if NDF_HEADER_BYTES + (self.d + self.l) * 8 > NDF_MAX_FILE_BYTES:
+            # Also keeps d and l inside the header's u64 fields.
+            raise ValueError(
+                f"rows of d={self.d} + l={self.l} float64 overflow 63-bit file offsets"
+            )
         self.path = os.fspath(path)
         self.n = 0
         self._lock = threading.Lock()

@@ -214,9 +214,14 @@ def _as_indices(indices: Any) -> np.ndarray:
         indices = np.asarray(indices)
     if indices.dtype != np.int64:
         kind = indices.dtype.kind
-        if kind == "O" and all(isinstance(i, int) and not isinstance(i, bool) for i in indices.flat):
-            bad = next((i for i in indices.flat if not 0 <= i < 2**63), None)
-            raise IndexError(f"index {bad} is out of range")
+        if kind == "O" and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in indices.flat
+        ):
+            # Python ints (possibly beyond 64 bits): name the first one int64 cannot hold.
+            bad = next((i for i in indices.flat if not -(2**63) <= i < 2**63), None)
+            if bad is not None:
+                raise IndexError(f"index {bad} is out of range")
+            kind = "i"
         if kind not in "iu":
             raise TypeError(f"indices must be integers, got dtype={indices.dtype}")
         if kind == "u" and indices.size and indices.max() >= 2**63:
