@@ -6,6 +6,9 @@ Each default says where it came from.
 from __future__ import annotations
 
 __all__ = [
+    "MAX_ITEM_CONCURRENCY",
+    "MAX_NUM_WORKERS",
+    "MAX_WINDOW_BATCHES",
     "BUFFER_RETURN_TIMEOUT_S",
     "INDEX_CHUNK_ROWS",
     "DEFAULT_PREFETCH_DEPTH",
@@ -44,3 +47,11 @@ INDEX_CHUNK_ROWS = 1 << 16
 # finalizer would hang the process.  1 s is four orders of magnitude above any
 # legitimate wait measured on the 2-core reference machine.
 BUFFER_RETURN_TIMEOUT_S = 1.0
+
+# Upper bounds on options that size thread pools and the reorder ring.  They are far
+# beyond any useful setting (PyTorch's default prefetch is 2 batches per worker; a
+# machine has at most a few hundred cores) and exist so that a typo such as
+# prefetch_depth=2**62 is a clear ValueError instead of an abort or a hang.
+MAX_NUM_WORKERS = 1024
+MAX_ITEM_CONCURRENCY = 1024
+MAX_WINDOW_BATCHES = 1 << 20

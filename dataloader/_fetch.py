@@ -83,6 +83,12 @@ class Fetcher:
         saved = _context._swap_epoch_key(self._epoch_key)
         try:
             return self._build(indices)
+        except StopIteration as exc:
+            # Re-raised by next(), a StopIteration would end the caller's for loop: a
+            # silently short epoch.  Carry it as PEP 479 does for generators.
+            raise RuntimeError(
+                "the dataset, transform or collate_fn raised StopIteration while building a batch"
+            ) from exc
         finally:
             _context._set_epoch_key(saved)
 

@@ -93,25 +93,27 @@ class IterableBatcher:
             _context._set_epoch_key(saved)
 
     def _next_batch(self, stream: _Stream) -> Any:
-        transform = self.transform
         it = stream.it
+        want = 1 if self.batch_size is None else self.batch_size
+        items: list[Any] = []
         try:
-            if self.batch_size is None:
-                item = next(it)
-                return self.collate_fn(transform(item) if transform is not None else item)
-            items = []
-            try:
-                while len(items) < self.batch_size:
-                    item = next(it)
-                    items.append(transform(item) if transform is not None else item)
-            except StopIteration:
-                stream.ended = True
-                if not items or self.drop_last:
-                    return _END
-            return self.collate_fn(items)
-        except StopIteration:  # from the iterator, or raised by transform/collate_fn as in torch
+            while len(items) < want:
+                items.append(next(it))
+        except StopIteration:  # the stream ended
             stream.ended = True
-            return _END
+            if not items or (self.drop_last and self.batch_size is not None):
+                return _END
+        except BaseException as exc:
+            return Failure(exc)
+        try:
+            if self.transform is not None:
+                items = [self.transform(item) for item in items]
+            return self.collate_fn(items[0] if self.batch_size is None else items)
+        except StopIteration as exc:
+            # Not the end of the stream: a short epoch would hide it (PEP 479).
+            return Failure(RuntimeError("transform or collate_fn raised StopIteration").with_traceback(
+                exc.__traceback__
+            ))
         except BaseException as exc:
             return Failure(exc)
 
@@ -293,6 +295,8 @@ class IterableWorkerIterator(EpochIterator):
                 q = self._epoch.queues[0]
                 source = "from any worker"
             worker, payload = self._get(q, source)
+            if self._closed:  # closed from another thread while we waited
+                raise StopIteration
             self._epoch.budgets[worker].release()
             if payload is _END:
                 i = self._live.index(worker)
@@ -313,6 +317,8 @@ class IterableWorkerIterator(EpochIterator):
             try:
                 return q.get(timeout=WAIT_SLICE_S)
             except queue.Empty:
+                if self._closed or self._epoch.cancelled.is_set():
+                    raise StopIteration from None
                 if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
                     raise LoaderTimeoutError(
                         f"batch {self._taken} ({source}) was not ready after "
@@ -320,7 +326,9 @@ class IterableWorkerIterator(EpochIterator):
                     ) from None
 
     def close(self) -> None:
+        """Stop the epoch (from any thread; a ``next()`` blocked elsewhere then ends)."""
         if self._closed:
             return
         self._closed = True
         self._epoch.close()
+        self._release_pool()

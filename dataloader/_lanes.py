@@ -43,8 +43,17 @@ class LanePool:
             )
             for i in range(num_threads)
         ]
-        for t in self._threads:
-            t.start()
+        try:
+            for t in self._threads:
+                t.start()
+        except BaseException:
+            # e.g. the OS thread limit: stop the threads that did start, then report it.
+            started = [t for t in self._threads if t.ident is not None]
+            for _ in started:
+                self._jobs.put(None)
+            for t in started:
+                t.join()
+            raise
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)

@@ -22,6 +22,7 @@ Both keep the same contract, so their outputs are identical for every
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -64,6 +65,16 @@ class EpochIterator:
     def close(self) -> None:
         raise NotImplementedError
 
+    # An epoch started while another epoch of the same loader is open runs on a pool of
+    # its own (as each torch iterator has its own worker processes); it shuts it down
+    # when it closes.
+    _own_pool: Any = None
+
+    def _release_pool(self) -> None:
+        pool, self._own_pool = self._own_pool, None
+        if pool is not None:
+            pool.shutdown(join=False)
+
 
 class SequentialIterator(EpochIterator):
     """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``."""
@@ -83,17 +94,18 @@ class SequentialIterator(EpochIterator):
             exc, self._start_error = self._start_error, None
             self.close()
             raise exc
-        if self._indices is None or self._fetch is None:
+        indices_it, fetch = self._indices, self._fetch  # close() may run on another thread
+        if indices_it is None or fetch is None:
             raise StopIteration
         try:
-            indices = next(self._indices)
+            indices = next(indices_it)
         except StopIteration:
             self.close()
             raise
         except Exception:
             self.close()
             raise
-        return self._fetch(indices)
+        return fetch(indices)
 
     def close(self) -> None:
         self._indices = None
@@ -201,6 +213,10 @@ class WindowedIterator(EpochIterator):
         worker_setup: tuple[int, Any, Callable[[int], None] | None, bool],
     ) -> None:
         self._closed = False
+        self._busy = False  # a thread is inside next()
+        self._cleaned = False
+        self._close_wait = True
+        self._state = threading.Lock()  # guards the four flags above; never held while waiting
         self._length = length
         self._epoch = _Epoch(pool, window, fetch, worker_setup)
         self._timeout_s = timeout_s
@@ -224,7 +240,7 @@ class WindowedIterator(EpochIterator):
         epoch = self._epoch
         window, tasks, size = epoch.window, epoch.tasks, epoch.size
         limit = window.base + size
-        while not self._exhausted and window.published < limit:
+        while not self._exhausted and not self._closed and window.published < limit:
             try:
                 indices = next(self._indices)  # type: ignore[arg-type]
             except StopIteration:
@@ -237,11 +253,28 @@ class WindowedIterator(EpochIterator):
                 window.finish()
                 return
             tasks[window.published % size] = indices
-            window.publish()
+            if window.publish() < 0:  # cancelled by a close() meanwhile
+                return
 
     def __next__(self) -> Any:
-        if self._closed:
-            raise StopIteration
+        # close() may come from any thread at any time, also from code that next() runs
+        # (the sampler).  It never waits for next(): while next() runs it only cancels the
+        # window (waking the wait below) and next() does the clean-up on its way out.
+        with self._state:
+            if self._closed:
+                raise StopIteration
+            self._busy = True
+        try:
+            return self._next()
+        finally:
+            with self._state:
+                self._busy = False
+                cleanup = self._closed and not self._cleaned
+                self._cleaned = self._cleaned or cleanup
+            if cleanup:
+                self._cleanup()
+
+    def _next(self) -> Any:
         epoch = self._epoch
         window = epoch.window
         k = window.base
@@ -255,15 +288,13 @@ class WindowedIterator(EpochIterator):
                 status = 1 if k >= 0 else (0 if k == -1 else -1)
         except KeyboardInterrupt:
             # Ctrl-C: stop the epoch at once, without waiting for the items in flight.
-            self._closed = True
-            self._indices = None
-            epoch.close(wait=False)
+            self._close(wait=False)
             raise
+        if self._closed or status < 0:
+            raise StopIteration
         if status == 0:
             k = window.base if not self._in_order else k
             raise LoaderTimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
-        if status < 0:
-            raise StopIteration
         slot = k % epoch.size
         result = epoch.results[slot]
         epoch.results[slot] = None
@@ -283,9 +314,26 @@ class WindowedIterator(EpochIterator):
         raise StopIteration
 
     def close(self) -> None:
-        """Stop the epoch; wait (bounded) for batches in flight; drop every reference."""
-        if self._closed:
-            return
-        self._closed = True
+        """Stop the epoch; wait (bounded) for batches in flight; drop every reference.
+
+        Thread-safety: may be called from any thread, also while another thread is
+        inside ``next()``, which then raises ``StopIteration``.
+        """
+        self._close(wait=True)
+
+    def _close(self, wait: bool) -> None:
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            self._close_wait = wait
+            busy = self._busy
+            self._cleaned = not busy
+        self._epoch.window.cancel()  # wakes a next() waiting on another thread
+        if not busy:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
         self._indices = None
-        self._epoch.close()
+        self._epoch.close(wait=self._close_wait)
+        self._release_pool()

@@ -5,14 +5,18 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from ._constants import MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+
 __all__ = ["LoaderOptions"]
 
 
-def _int(name: str, value: object, minimum: int) -> int:
+def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
         raise ValueError(f"{name}={value} must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}={value} must be <= {maximum}")
     return int(value)
 
 
@@ -50,7 +54,7 @@ class LoaderOptions:
                     f"num_workers option should be non-negative; use num_workers=0 to disable "
                     f"worker threads (got num_workers={self.num_workers})"
                 )
-        _int("num_workers", self.num_workers, 0)
+        _int("num_workers", self.num_workers, 0, MAX_NUM_WORKERS)
         if self.batch_size is not None:
             _int("batch_size", self.batch_size, 1)
         if self.shuffle is not None:
@@ -63,8 +67,8 @@ class LoaderOptions:
             raise TypeError(f"timeout must be a number of seconds, got {type(self.timeout).__name__}")
         if not self.timeout >= 0:
             raise ValueError(f"timeout option should be non-negative, got timeout={self.timeout}")
-        _int("prefetch_depth", self.prefetch_depth, 0)
-        _int("item_concurrency", self.item_concurrency, 1)
+        _int("prefetch_depth", self.prefetch_depth, 0, MAX_WINDOW_BATCHES)
+        _int("item_concurrency", self.item_concurrency, 1, MAX_ITEM_CONCURRENCY)
         if self.prefetch_factor is not None:
             if self.num_workers == 0:
                 raise ValueError(
@@ -72,6 +76,17 @@ class LoaderOptions:
                     f"num_workers > 0 to enable them, otherwise set prefetch_factor to None "
                     f"(got prefetch_factor={self.prefetch_factor})"
                 )
-            _int("prefetch_factor", self.prefetch_factor, 1)
+            _int("prefetch_factor", self.prefetch_factor, 1, MAX_WINDOW_BATCHES)
+        window = (
+            self.num_workers * self.prefetch_factor
+            if self.prefetch_factor is not None
+            else self.num_workers + self.prefetch_depth
+        )
+        if window > MAX_WINDOW_BATCHES:
+            raise ValueError(
+                f"num_workers={self.num_workers} with prefetch_depth={self.prefetch_depth} / "
+                f"prefetch_factor={self.prefetch_factor} gives {window} batches in flight; "
+                f"the most is {MAX_WINDOW_BATCHES}"
+            )
         if self.persistent_workers and self.num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")

@@ -57,6 +57,8 @@ class WorkerPool:
         self._job: EpochJob | None = None
         self._generation = 0
         self._shutdown = False
+        self.lanes = None
+        self._threads: list[threading.Thread] = []
         self.lanes = LanePool(num_lanes) if num_lanes > 0 else None
         self._threads = [
             threading.Thread(
@@ -68,8 +70,14 @@ class WorkerPool:
             for i in range(num_workers)
         ]
         self._idents: frozenset[int | None] = frozenset()
-        for t in self._threads:
-            t.start()
+        try:
+            for t in self._threads:
+                t.start()
+        except BaseException:
+            # e.g. the OS thread limit: stop the threads that did start, then report it.
+            self._threads = [t for t in self._threads if t.ident is not None]
+            self.shutdown(join=True)
+            raise
         self._idents = frozenset(t.ident for t in self._threads)
         if self.lanes is not None:
             self._idents |= frozenset(t.ident for t in self.lanes.threads)

@@ -222,8 +222,13 @@ class DataLoader(Generic[T_co]):
     # -- epochs ----------------------------------------------------------------------
 
     def __iter__(self) -> EpochIterator:
-        """Start the next epoch and return its iterator (closing the previous one)."""
-        self._close_current()
+        """Start the next epoch and return its iterator.
+
+        Epochs are independent, as in PyTorch: nested loops over one loader and
+        ``zip(loader, loader)`` work.  The loader's thread pool serves one epoch at
+        a time; an epoch started while another is still open gets a pool of its
+        own, shut down when that epoch closes.
+        """
         epoch = self._epoch
         self._epoch += 1
         if self._own_sampler is not None:
@@ -233,7 +238,12 @@ class DataLoader(Generic[T_co]):
             length: int | None = len(self)
         except TypeError:
             length = None
-        pool = self._get_pool()
+        busy = self._current() if self._current is not None else None
+        own_pool = None
+        if busy is not None and not busy._closed and self.num_workers > 0:
+            pool = own_pool = self._new_pool()
+        else:
+            pool = self._get_pool()
         it: EpochIterator
         if self._iterable:
             batcher = IterableBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
@@ -258,7 +268,10 @@ class DataLoader(Generic[T_co]):
                     self._worker_setup(epoch_key),
                 )
         it._loader = self  # the epoch keeps its loader (and so its pool) alive, as in PyTorch
-        self._current = weakref.ref(it)
+        if own_pool is not None:
+            it._own_pool = own_pool
+        elif self.num_workers > 0:
+            self._current = weakref.ref(it)  # the epoch that holds the shared pool
         return it
 
     def _index_source(self) -> Callable[[], Iterator[Any]]:
@@ -273,13 +286,22 @@ class DataLoader(Generic[T_co]):
     def _worker_setup(self, epoch_key: tuple[int, int]) -> tuple[int, Any, Any, bool]:
         return (epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent_workers)
 
-    def _get_pool(self) -> WorkerPool | None:
-        # Lanes fetch the items of one map-style batch; an IterableDataset has no item indices.
-        lanes = 0 if self._iterable else max(self.num_workers, 1) * (self.item_concurrency - 1)
+    def _new_pool(self) -> WorkerPool | None:
+        # Lanes fetch the items of one map-style batch (an IterableDataset has no item
+        # indices); a batch never uses more than batch_size - 1 helpers.
+        per_batch = self.item_concurrency
+        if self.batch_size is not None:
+            per_batch = min(per_batch, self.batch_size)
+        lanes = 0 if self._iterable else max(self.num_workers, 1) * (per_batch - 1)
         if self.num_workers == 0 and lanes == 0:
             return None
+        return WorkerPool(self.num_workers, lanes)
+
+    def _get_pool(self) -> WorkerPool | None:
         if self._pool is None:
-            self._pool = WorkerPool(self.num_workers, lanes)
+            self._pool = self._new_pool()
+            if self._pool is None:
+                return None
             # Garbage collection only signals the threads (they exit after their current
             # item); close() joins them.
             self._pool_finalizer = weakref.finalize(self, self._pool.shutdown, False)

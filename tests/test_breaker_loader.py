@@ -1,8 +1,7 @@
 """Adversarial reproducers for the loader engine (found by the "breaker" pass).
 
-Each test states the contract it checks; the ones marked ``xfail(strict=True)``
-fail today (see the reason) and start to XPASS, failing the suite, once fixed:
-then remove the marker.
+Each test states the contract it checks; each began as a reproducer of a bug that
+is now fixed, and stays as a regression test.
 """
 
 from __future__ import annotations
@@ -46,12 +45,6 @@ def _next_in_thread(it, budget_s: float) -> tuple[bool, list]:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.xfail(
-    strict=True,
-    reason="IterableWorkerIterator._get (_iterable_iter.py:253) polls its queue forever and never "
-    "checks self._closed / epoch.cancelled; close() from another thread cancels the workers, which "
-    "exit without putting _END, so a blocked next() never returns",
-)
 def test_iterable_close_from_other_thread_unblocks_next() -> None:
     dl = DataLoader(_SlowIterable(4, 0.5), batch_size=1, num_workers=1)
     it = iter(dl)
@@ -84,13 +77,6 @@ class _CloseDuringSample:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("num_workers", [0, 1, 2])
-@pytest.mark.xfail(
-    strict=True,
-    reason="close() from another thread while the consumer is inside next() is not synchronised: "
-    "WindowedIterator._fill (_map_iter.py:222) publishes into the cancelled window -> RuntimeError "
-    "'cannot publish into a finished or cancelled window'; SequentialIterator.__next__ "
-    "(_map_iter.py:95) calls self._fetch after close() set it to None -> TypeError",
-)
 def test_close_from_other_thread_during_next_ends_cleanly(num_workers: int) -> None:
     sampler = _CloseDuringSample(n_batches=8, at=4)
     dl = DataLoader(list(range(8)), batch_sampler=sampler, num_workers=num_workers, prefetch_depth=0)
@@ -108,13 +94,6 @@ def test_close_from_other_thread_during_next_ends_cleanly(num_workers: int) -> N
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    strict=True,
-    reason="race: WindowedIterator.__next__ reads epoch.results[slot] (_map_iter.py:253) after "
-    "window.wait() returned 1, but a concurrent close() -> _Epoch.close (_map_iter.py:131) has "
-    "already set every results slot to None, so next() returns None as a batch (also RuntimeError "
-    "from _fill); seen in ~2% of runs on 3.11 and 3.13t",
-)
 def test_close_from_other_thread_never_yields_none() -> None:
     anomalies: list[str] = []
     deadline = time.monotonic() + 20.0
@@ -142,13 +121,6 @@ def test_close_from_other_thread_never_yields_none() -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("num_workers", [0, 2])
-@pytest.mark.xfail(
-    strict=True,
-    reason="iter(loader) closes the previous iterator (loader.py:215 _close_current), and a closed "
-    "iterator raises StopIteration: nested loops / zip(dl, dl) end silently after one batch "
-    "(torch gives the full product); a closed-by-new-epoch iterator should raise RuntimeError "
-    "(or epochs should be independent)",
-)
 def test_nested_iteration_is_not_silently_short(num_workers: int) -> None:
     dl = DataLoader(list(range(6)), batch_size=2, num_workers=num_workers)
     pairs = [(a.tolist(), b.tolist()) for a in dl for b in dl]
@@ -158,12 +130,6 @@ def test_nested_iteration_is_not_silently_short(num_workers: int) -> None:
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("num_workers", [0, 2])
-@pytest.mark.xfail(
-    strict=True,
-    reason="a StopIteration raised by __getitem__/transform/collate_fn is re-raised by next() "
-    "(_fetch.py Failure.reraise / _map_iter.py:95), so a for loop ends silently: a short epoch. "
-    "PEP 479 analogue: carry it as RuntimeError('... raised StopIteration') from exc",
-)
 def test_stopiteration_in_getitem_is_not_a_short_epoch(num_workers: int) -> None:
     class DS:
         def __len__(self) -> int:
@@ -182,19 +148,11 @@ def test_stopiteration_in_getitem_is_not_a_short_epoch(num_workers: int) -> None
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("option", ["prefetch_depth=2**62", "prefetch_factor=2**61"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="Window(size) with size*8 > PTRDIFF_MAX: dl_slots_new's `new (std::nothrow) "
-    "std::atomic<int64_t>[n]` throws std::bad_array_new_length (nothrow does not cover it), "
-    "uncaught -> std::terminate -> SIGABRT (_ring.pxd:17, _ring.pyx:68). Check size in "
-    "Window.__cinit__ and bound prefetch_depth/prefetch_factor in LoaderOptions",
-)
 def test_huge_prefetch_raises_instead_of_aborting(option: str) -> None:
     code = (
         "from dataloader import DataLoader\n"
-        f"dl = DataLoader(list(range(4)), num_workers=2, {option})\n"
         "try:\n"
-        "    list(dl)\n"
+        f"    list(DataLoader(list(range(4)), num_workers=2, {option}))\n"
         "except (ValueError, MemoryError, OverflowError) as e:\n"
         "    print('clean', type(e).__name__)\n"
     )
@@ -204,13 +162,6 @@ def test_huge_prefetch_raises_instead_of_aborting(option: str) -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(
-    strict=True,
-    reason="WorkerPool creates num_workers*(item_concurrency-1) lane threads up front "
-    "(loader.py:243, _lanes.py:40) although a batch never uses more than batch_size-1 helpers; "
-    "item_concurrency=2**62 loops forever building Thread objects (hang + OOM). Cap lanes at "
-    "num_workers*(min(item_concurrency, batch_size)-1) or create them lazily, and bound the option",
-)
 def test_item_concurrency_does_not_start_useless_threads() -> None:
     before = threading.active_count()
     dl = DataLoader(list(range(8)), batch_size=2, num_workers=2, item_concurrency=100)
@@ -225,12 +176,6 @@ def test_item_concurrency_does_not_start_useless_threads() -> None:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.xfail(
-    strict=True,
-    reason="WorkerPool.__init__ (_worker.py:61-63) starts threads in a loop; when one fails to "
-    "start (thread limit), the already-started ones block in _next_job forever: nobody owns the "
-    "half-built pool to shut it down. Wrap the start loop: on error shutdown(join=True) and re-raise",
-)
 def test_thread_start_failure_does_not_leak_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     original = threading.Thread.start
     calls = [0]
@@ -257,12 +202,6 @@ def test_thread_start_failure_does_not_leak_workers(monkeypatch: pytest.MonkeyPa
     assert leaked == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="num_workers=0: Fetcher.__call__ sets the consumer thread's epoch key (_fetch.py:78) "
-    "and nothing clears it, so after the epoch item_rng(i) on the main thread uses the loader's "
-    "seed instead of the documented 'outside a loader: base seed 0, epoch 0' (_context.py docstring)",
-)
 def test_item_rng_outside_loader_is_not_affected_by_a_finished_epoch() -> None:
     def fresh() -> int:
         box: list[int] = []

@@ -10,9 +10,11 @@ import pytest
 from dataloader._native._ring import Window
 
 
-def test_size_must_be_positive():
+def test_size_must_be_positive_and_bounded():
     with pytest.raises(ValueError, match="size=0"):
         Window(0)
+    with pytest.raises(ValueError, match="must be <="):
+        Window(2**62)  # would overflow the slot allocation: an error, not an abort
 
 
 def test_publish_claim_complete_wait_release_in_order():

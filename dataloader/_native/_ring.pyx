@@ -40,6 +40,10 @@ cdef enum:
     FINISHED = 1
     CANCELLED = 2
 
+# The ring's slot count is bounded so that allocating it can never overflow (the loader
+# bounds its window far lower, at MAX_WINDOW_BATCHES).
+cdef Py_ssize_t MAX_SLOTS = 1 << 30
+
 cdef int64_t FREE = -1
 cdef int64_t TAKEN = -2
 
@@ -65,6 +69,8 @@ cdef class Window:
     def __cinit__(self, Py_ssize_t size):
         if size < 1:
             raise ValueError(f"{size=} must be >= 1")
+        if size > MAX_SLOTS:
+            raise ValueError(f"{size=} must be <= {MAX_SLOTS}")
         self._slots = dl_slots_new(size)
         if self._slots == NULL:
             raise MemoryError(f"cannot allocate a reorder ring of {size} slots")
@@ -114,15 +120,19 @@ cdef class Window:
         """Hand out the next batch; its task must already be in its slot.
 
         Returns:
-            The batch number ``k`` just published (its slot is ``k % size``).
+            The batch number ``k`` just published (its slot is ``k % size``), or -1
+            when the epoch was cancelled (by a ``cancel()`` from any thread).
 
         Raises:
             RuntimeError: the window is full (``published == base + size``) or the
-                epoch was finished or cancelled.
+                epoch was finished.
         """
         cdef int64_t p = self._published.load()
-        if self._state.load() != OPEN:
-            raise RuntimeError("cannot publish into a finished or cancelled window")
+        cdef int state = self._state.load()
+        if state == CANCELLED:
+            return -1
+        if state != OPEN:
+            raise RuntimeError("cannot publish into a finished window")
         if p >= self._base.load() + self._size:
             raise RuntimeError(f"window full: {p=} base={self._base.load()} size={self._size}")
         self._published.store(p + 1, memory_order_release)
