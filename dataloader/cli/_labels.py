@@ -38,7 +38,7 @@ def check_class_labels(file: object, max_classes: int) -> int:
         if bad.any():
             i = int(np.argmax(bad))
             raise CliError(
-                f"{path}: row {start + i}: label {y[i]!r} is not a class id "
+                f"{path}: row {start + i}: label {float(y[i])!r} is not a class id "
                 f"(an integer in [0, {max_classes}))"
             )
         ids = y.astype(np.int64)

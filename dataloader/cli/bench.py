@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         f"batch_size={args.batch_size} num_workers={args.num_workers} prefetch_depth={args.prefetch_depth} "
         f"shuffle={args.shuffle} epochs={args.epochs}; {describe_runtime()}"
     )
-    header = f"{'epoch':>5}  {'loader rows/s':>14} {'MB/s':>8}"
+    header = f"{'epoch':>6}  {'loader rows/s':>14} {'MB/s':>8}"
     if args.baseline:
         header += f"  {'numpy rows/s':>14} {'MB/s':>8}  {'ratio':>6}"
     print(header)
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             if rows != n:
                 raise RuntimeError(f"the loader delivered {rows} rows of {n}")
             ours.append(_rate(rows, nbytes, seconds))
-            line = f"{epoch + 1:>5}  {ours[-1][0]:>14,.0f} {ours[-1][1]:>8,.0f}"
+            line = f"{epoch + 1:>6}  {ours[-1][0]:>14,.0f} {ours[-1][1]:>8,.0f}"
             if args.baseline:
                 t0 = time.perf_counter()
                 rows = nbytes = 0
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         loader.close()
         file.close()
     med = statistics.median(r for r, _ in ours)
-    line = f"{'median':>5}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
+    line = f"{'median':>6}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
     if args.baseline:
         bmed = statistics.median(r for r, _ in base)
         line += f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
