@@ -26,6 +26,7 @@ from .dataset import (
 )
 from .distributed import DistributedSampler
 from .loader import DataLoader
+from .ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -34,6 +35,7 @@ from .sampler import (
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
+from .shard import ShardSampler
 
 try:
     __version__ = version("dataloader")
@@ -50,9 +52,13 @@ __all__ = [
     "Dataset",
     "DistributedSampler",
     "IterableDataset",
+    "NdfDataset",
+    "NdfFile",
+    "NdfWriter",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
+    "ShardSampler",
     "Subset",
     "SubsetRandomSampler",
     "WeightedRandomSampler",
@@ -61,6 +67,8 @@ __all__ = [
     "default_convert",
     "get_worker_info",
     "item_rng",
+    "open_ndf",
     "random_split",
+    "save_ndf",
 ]
 assert sorted(__all__) == __all__, "keep __all__ sorted"

@@ -1,0 +1,42 @@
+# Row gathering kernels for `.ndf` files (see dataloader/ndf.py for the layout).
+#
+# All kernels work on raw pointers, never touch Python objects and never
+# block on the GIL.  Sizes are in bytes; row indices are int64.  The
+# gathers check each index as they load it (a caller may check them all
+# first with first_bad_index so that nothing is copied on a bad index).
+
+from libc.stdint cimport int64_t
+
+
+# Statuses besides 0 (success) and -errno (a failed read).
+cdef enum:
+    GATHER_EOF = 1          # the file ended before a requested row
+    GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
+
+
+# Position of the first index outside [0, n), or -1 when all are in range.
+cdef Py_ssize_t first_bad_index(
+    const int64_t* indices, Py_ssize_t count, int64_t n
+) noexcept nogil
+
+# Copy rows `indices` of a mapped row table (`data` = row 0, n rows) into
+# `out_x` (count * x_bytes) and `out_y` (count * y_bytes).  Runs of
+# consecutive indices are copied with one memcpy when y_bytes == 0.
+# Returns 0 or GATHER_BAD_INDEX (position in *bad; rows before it copied).
+cdef int gather_mapped(
+    const char* data, int64_t n, Py_ssize_t row_bytes,
+    const int64_t* indices, Py_ssize_t count,
+    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+    Py_ssize_t* bad,
+) noexcept nogil
+
+# Same with preadv(2) on `fd` (row 0 at byte `data_offset`); one system
+# call per run of consecutive indices, scattering x and y straight into the
+# outputs.  Returns 0, -errno, GATHER_EOF (the file was truncated while
+# open) or GATHER_BAD_INDEX.
+cdef int gather_pread(
+    int fd, int64_t data_offset, int64_t n, Py_ssize_t row_bytes,
+    const int64_t* indices, Py_ssize_t count,
+    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+    Py_ssize_t* bad,
+) noexcept nogil

@@ -1,0 +1,35 @@
+"""Type stub for the private native `.ndf` row gatherer (see _gather.pyx)."""
+
+import numpy as np
+import numpy.typing as npt
+
+ADVICE: tuple[str, str, str]
+
+class Reader:
+    """Owns an open .ndf descriptor (and mapping); gathers rows without the GIL."""
+
+    name: object
+    mapped: bool
+    def __init__(
+        self,
+        fd: int,
+        name: object,
+        n: int,
+        d: int,
+        l: int,  # noqa: E741
+        data_offset: int,
+        use_mmap: bool,
+        advice: int,
+    ) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+    def gather(
+        self,
+        indices: npt.NDArray[np.int64],
+        out_x: npt.NDArray[np.float64],
+        out_y: npt.NDArray[np.float64],
+    ) -> None: ...
+    def gather_one(
+        self, index: int, out_x: npt.NDArray[np.float64], out_y: npt.NDArray[np.float64]
+    ) -> None: ...

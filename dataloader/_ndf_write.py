@@ -1,0 +1,253 @@
+"""Writing `.ndf` row files: save_ndf and the chunked, atomic NdfWriter.
+
+A file is written under a temporary name in the destination directory
+(``.<name>.<random>.tmp``), with a placeholder header (n = 0).  On a
+successful close the real n is patched into the header, the file is
+fsync'ed and renamed over ``path`` with ``os.replace`` (atomic on POSIX),
+then the directory is fsync'ed.  Any failure (or leaving the ``with`` block
+by an exception) removes the temporary file, so ``path`` is either absent,
+its previous version, or a complete file: never a half-written one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ._ndf_format import (
+    NDF_HEADER_BYTES,
+    NDF_MAX_FILE_BYTES,
+    WRITE_CHUNK_BYTES,
+    as_real_array,
+    pack_header,
+)
+
+__all__ = ["NdfWriter", "save_ndf"]
+
+
+def _discard(file: Any, tmp_path: str) -> None:
+    """Close and delete an unfinished temporary file (errors ignored)."""
+    try:
+        file.close()
+    except OSError:
+        pass
+    try:
+        os.unlink(tmp_path)
+    except OSError:
+        pass
+
+
+class NdfWriter:
+    """Write an `.ndf` file chunk by chunk, so it may be larger than RAM.
+
+    Use as a context manager; rows appear under ``path`` only after a
+    successful close::
+
+        with NdfWriter("train.ndf", d=32, l=1) as w:
+            for x_chunk, y_chunk in chunks:
+                w.append(x_chunk, y_chunk)
+
+    Rows are converted to little-endian float64 in blocks of at most
+    WRITE_CHUNK_BYTES (16 MiB), so memory use does not grow with the file.
+    Thread-safety: append/close/abort take an internal lock, so calls from
+    several threads are serialised (rows of one append stay together).
+
+    Args:
+        path: destination file; its directory must exist.  An existing file
+            is replaced atomically on close.
+        d: features per row, >= 1.
+        l: labels per row, >= 0 (0 = no labels).
+
+    Attributes:
+        path, d, l: as given.  n: rows appended so far.
+
+    Raises:
+        TypeError: d or l not an integer.
+        ValueError: d < 1 or l < 0.
+        OSError: the temporary file cannot be created.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], d: int, l: int = 0) -> None:  # noqa: E741
+        self.d = _as_count(d, "d", minimum=1)
+        self.l = _as_count(l, "l", minimum=0)
+        self.path = os.fspath(path)
+        self.n = 0
+        self._lock = threading.Lock()
+        self._row_bytes = (self.d + self.l) * 8
+        head, tail = os.path.split(os.path.abspath(self.path))
+        self._tmp_path = os.path.join(head, f".{tail}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        self._file = os.fdopen(fd, "wb")
+        # Removes the temporary file if the writer is dropped or the
+        # interpreter exits without close().
+        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp_path)
+        try:
+            self._file.write(pack_header(0, self.d, self.l))
+        except BaseException:
+            self._finalizer()
+            raise
+
+    def __enter__(self) -> NdfWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    @property
+    def closed(self) -> bool:
+        """True after close() or abort()."""
+        return not self._finalizer.alive
+
+    def append(self, x_rows: Any, y_rows: Any = None) -> None:
+        """Append k rows.
+
+        Args:
+            x_rows: array-like of shape (k, d), any real dtype (converted to
+                float64).  k may be 0.
+            y_rows: array-like of shape (k, l), or (k,) when l == 1; None (or
+                shape (k, 0)) when l == 0.
+
+        Raises:
+            TypeError: a non-real dtype (complex, object, str, ...).
+            ValueError: shapes that do not match (k, d) / (k, l), missing
+                y_rows when l > 0, or a writer already closed.
+            OSError: the write failed; the writer is then aborted.
+        """
+        x = as_real_array(x_rows, "x_rows")
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x_rows must have shape (k, {self.d}), got shape={x.shape}")
+        k = x.shape[0]
+        y = _label_rows(y_rows, k, self.l, "y_rows")
+        with self._lock:
+            if self.closed:
+                raise ValueError(f"append to a closed NdfWriter for {self.path!r}")
+            if NDF_HEADER_BYTES + (self.n + k) * self._row_bytes > NDF_MAX_FILE_BYTES:
+                raise ValueError(f"{self.path!r}: {self.n + k} rows would overflow 63-bit offsets")
+            try:
+                self._write_rows(x, y)
+            except BaseException:
+                self._finalizer()
+                raise
+            self.n += k
+
+    def _write_rows(self, x: np.ndarray, y: np.ndarray | None) -> None:
+        d = self.d
+        k = x.shape[0]
+        block = max(1, WRITE_CHUNK_BYTES // self._row_bytes)
+        direct = y is None and x.dtype == np.dtype("<f8") and x.flags.c_contiguous
+        buf = None if direct else np.empty((min(k, block), d + self.l), dtype="<f8")
+        for start in range(0, k, block):
+            stop = min(k, start + block)
+            if buf is None:
+                rows = x[start:stop]
+            else:
+                rows = buf[: stop - start]
+                rows[:, :d] = x[start:stop]
+                if y is not None:
+                    rows[:, d:] = y[start:stop]
+            self._file.write(memoryview(rows).cast("B"))
+
+    def close(self) -> None:
+        """Finish the file: patch n into the header, fsync, rename to path.
+
+        Idempotent.  Raises OSError if finishing fails (the temporary file is
+        then removed and ``path`` is left untouched).
+        """
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._file.flush()
+                fd = self._file.fileno()
+                os.pwrite(fd, pack_header(self.n, self.d, self.l), 0)
+                os.fsync(fd)
+                self._file.close()
+                os.replace(self._tmp_path, self.path)
+            except BaseException:
+                self._finalizer()
+                raise
+            self._finalizer.detach()
+        _fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+
+    def abort(self) -> None:
+        """Discard everything written; ``path`` is left untouched. Idempotent."""
+        with self._lock:
+            self._finalizer()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"NdfWriter({self.path!r}, d={self.d}, l={self.l}, n={self.n}, {state})"
+
+
+def save_ndf(path: str | os.PathLike[str], x: Any, y: Any = None) -> None:
+    """Write arrays to an `.ndf` file atomically (see NdfWriter).
+
+    Args:
+        path: destination file; its directory must exist.
+        x: array-like of shape (n, d), d >= 1, any real dtype (converted to
+            little-endian float64).
+        y: labels of shape (n, l) or (n,) (then l = 1), or None (l = 0).
+
+    Raises:
+        TypeError: complex, object, str or other non-real dtypes.
+        ValueError: x not 2-D, d == 0, or y's length differing from x's.
+        OSError: the file cannot be written.
+    """
+    xa = as_real_array(x, "x")
+    if xa.ndim != 2 or xa.shape[1] == 0:
+        raise ValueError(f"x must have shape (n, d) with d >= 1, got shape={xa.shape}")
+    if y is None:
+        l = 0  # noqa: E741
+    else:
+        y = as_real_array(y, "y")
+        if y.ndim not in (1, 2) or y.shape[0] != xa.shape[0]:
+            raise ValueError(
+                f"y must have shape ({xa.shape[0]}, l) or ({xa.shape[0]},), got shape={y.shape}"
+            )
+        l = 1 if y.ndim == 1 else y.shape[1]  # noqa: E741
+    with NdfWriter(path, xa.shape[1], l) as writer:
+        writer.append(xa, y)
+
+
+def _as_count(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be >= {minimum}")
+    return int(value)
+
+
+def _label_rows(y_rows: Any, k: int, l: int, name: str) -> np.ndarray | None:  # noqa: E741
+    """Validate labels for k rows of l labels; None when there are none."""
+    if y_rows is None:
+        if l > 0:
+            raise ValueError(f"{name} is required: this file has l={l} labels per row")
+        return None
+    y = as_real_array(y_rows, name)
+    if l == 1 and y.ndim == 1:
+        y = y.reshape(-1, 1)
+    if y.ndim != 2 or y.shape != (k, l):
+        raise ValueError(f"{name} must have shape ({k}, {l}), got shape={np.shape(y_rows)}")
+    return None if l == 0 else y
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename durable (best effort: not all filesystems allow it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

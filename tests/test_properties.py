@@ -1,0 +1,60 @@
+"""Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True) gives the
+sequential loader's output — the same batches, and errors of the same type at the same places."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import RecordingDataset, collect
+from dataloader.loader import DataLoader
+
+
+class BatchedRecording(RecordingDataset):
+    """The same items through ``__getitems__`` (one call per batch)."""
+
+    def __getitems__(self, indices):
+        return [self[i] for i in indices]
+
+
+def _normalise(out):
+    return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(0, 60),
+    batch_size=st.integers(1, 9),
+    drop_last=st.booleans(),
+    shuffle=st.booleans(),
+    fail=st.sets(st.integers(0, 59), max_size=4),
+    slow=st.sets(st.integers(0, 59), max_size=3),
+    num_workers=st.integers(0, 8),
+    prefetch_depth=st.integers(1, 4),
+    item_concurrency=st.integers(1, 4),
+    batched=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_equals_the_sequential_loader(
+    n, batch_size, drop_last, shuffle, fail, slow, num_workers, prefetch_depth, item_concurrency, batched, seed
+):
+    cls = BatchedRecording if batched else RecordingDataset
+    shuffle = shuffle and n > 0  # RandomSampler rejects an empty dataset, as in PyTorch
+    fail = {i for i in fail if i < n}
+    delay = {i: 0.002 for i in slow if i < n}
+
+    def run(**kw):
+        ds = cls(n, fail=fail, delay_s=delay)
+        loader = DataLoader(ds, batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed, **kw)
+        out = _normalise(collect(loader))
+        loader.close()
+        return out
+
+    expected = run()
+    got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)
+    assert got == expected
+    n_batches = n // batch_size if drop_last else -(-n // batch_size)
+    assert len(expected) == n_batches  # never a short epoch: failed batches still count
