@@ -7,12 +7,10 @@ import re
 import numpy as np
 import pytest
 
+import dataloader.ndf as ndf
 from dataloader import DataLoader
 from dataloader.__main__ import main
-
-ndf = pytest.importorskip("dataloader.ndf")
-
-from dataloader.cli.bench import numpy_batches  # noqa: E402
+from dataloader.cli.bench import numpy_batches
 
 
 @pytest.fixture

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dataloader.ndf as ndf
 from dataloader.__main__ import main
-
-ndf = pytest.importorskip("dataloader.ndf")
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,9 @@ import re
 import numpy as np
 import pytest
 
+import dataloader.ndf as ndf
 from dataloader.__main__ import main
 from dataloader.cli._softmax import SoftmaxRegression
-
-ndf = pytest.importorskip("dataloader.ndf")
 
 
 def final_accuracy(out: str) -> float:

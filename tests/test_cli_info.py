@@ -7,11 +7,9 @@ import re
 import numpy as np
 import pytest
 
+import dataloader.ndf as ndf
 from dataloader.__main__ import main
-
-ndf = pytest.importorskip("dataloader.ndf")
-
-from dataloader.cli import _stats  # noqa: E402
+from dataloader.cli import _stats
 
 
 def stats_table(out: str) -> dict[str, tuple[float, float, float, int]]:

@@ -72,7 +72,6 @@ def test_subprocess_version_and_help():
 
 @pytest.mark.timeout(120)
 def test_subprocess_convert_info_bench_pipeline(tmp_path):
-    pytest.importorskip("dataloader.ndf")
     rng = np.random.default_rng(0)
     x = rng.standard_normal((500, 4))
     y = rng.integers(0, 3, 500)
@@ -94,7 +93,6 @@ def test_subprocess_convert_info_bench_pipeline(tmp_path):
 
 
 def test_subprocess_bad_input_exits_2_without_traceback(tmp_path):
-    pytest.importorskip("dataloader.ndf")
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n3,oops\n")
     out = tmp_path / "bad.ndf"
