@@ -36,7 +36,6 @@ extensions = [
 ]
 
 
-
 class build_ext_also_in_place(build_ext):  # noqa: N801 - setuptools command naming
     """Build as usual, then also copy the extensions into the source tree.
 
