@@ -16,13 +16,12 @@ that are inside its batch.
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _context
-from ._constants import LANE_THREAD_PREFIX, SHUTDOWN_JOIN_TIMEOUT_S
+from ._constants import LANE_THREAD_PREFIX
 
 __all__ = ["LanePool", "fetch_with_lanes"]
 
@@ -50,16 +49,11 @@ class LanePool:
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
 
-    def shutdown(self) -> None:
-        """Stop the threads after the jobs already queued; join them unless finalizing."""
+    def shutdown(self) -> list[threading.Thread]:
+        """Ask the threads to exit after the jobs already queued; return them (to join)."""
         for _ in self._threads:
             self._jobs.put(None)
-        if sys.is_finalizing():
-            return
-        me = threading.current_thread()
-        for t in self._threads:
-            if t is not me:
-                t.join(SHUTDOWN_JOIN_TIMEOUT_S)
+        return list(self._threads)
 
     @property
     def threads(self) -> list[threading.Thread]:

@@ -115,10 +115,11 @@ class _Epoch:
         self.fetch: Fetcher | None = fetch
         self.worker_setup = worker_setup
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Cancel the epoch; with ``wait``, let batches in flight finish (bounded)."""
         window = self.window
         window.cancel()
-        if not self.pool.owns_current_thread():
+        if wait and not self.pool.owns_current_thread():
             window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
         self.pool.clear(self)
         self.fetch = None
@@ -241,15 +242,20 @@ class WindowedIterator(EpochIterator):
         k = window.base
         if k == window.published:
             self._end_of_epoch(k)
-        if self._in_order:
-            status = window.wait(k, self._timeout_s)
-            if status == 0:
-                raise TimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
-        else:
-            k = window.wait_any(self._timeout_s)
-            status = 1 if k >= 0 else (0 if k == -1 else -1)
-            if status == 0:
-                raise TimeoutError(f"no batch was ready after timeout={self._timeout_s} s")
+        try:
+            if self._in_order:
+                status = window.wait(k, self._timeout_s)
+            else:
+                k = window.wait_any(self._timeout_s)
+                status = 1 if k >= 0 else (0 if k == -1 else -1)
+        except KeyboardInterrupt:
+            # Ctrl-C: stop the epoch at once, without waiting for the items in flight.
+            self._closed = True
+            self._indices = None
+            epoch.close(wait=False)
+            raise
+        if status == 0:
+            raise TimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
         if status < 0:
             raise StopIteration
         slot = k % epoch.size

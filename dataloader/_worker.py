@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -110,20 +111,27 @@ class WorkerPool:
                 return None, seen
             return self._job, self._generation
 
-    def shutdown(self) -> None:
-        """Stop every thread; join them (bounded) unless the interpreter is finalizing."""
+    def shutdown(self, join: bool = True) -> None:
+        """Stop every thread.
+
+        Threads finish the item they are running, then exit.  With ``join`` (and
+        unless the interpreter is finalizing) wait for them, at most
+        ``SHUTDOWN_JOIN_TIMEOUT_S`` in all.
+        """
         with self._cond:
             self._shutdown = True
             self._job = None
             self._cond.notify_all()
+        threads = list(self._threads)
         if self.lanes is not None:
-            self.lanes.shutdown()
-        if sys.is_finalizing():
+            threads += self.lanes.shutdown()
+        if not join or sys.is_finalizing():
             return
         me = threading.current_thread()
-        for t in self._threads:
+        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        for t in threads:
             if t is not me:
-                t.join(SHUTDOWN_JOIN_TIMEOUT_S)
+                t.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def alive(self) -> bool:

@@ -278,7 +278,9 @@ class DataLoader(Generic[T_co]):
             return None
         if self._pool is None:
             self._pool = WorkerPool(self.num_workers, lanes)
-            self._pool_finalizer = weakref.finalize(self, self._pool.shutdown)
+            # Garbage collection only signals the threads (they exit after their current
+            # item); close() joins them.
+            self._pool_finalizer = weakref.finalize(self, self._pool.shutdown, False)
         return self._pool
 
     def _close_current(self) -> None:
@@ -295,7 +297,9 @@ class DataLoader(Generic[T_co]):
         """
         self._close_current()
         if self._pool_finalizer is not None:
-            self._pool_finalizer()
+            self._pool_finalizer.detach()
+        if self._pool is not None:
+            self._pool.shutdown(join=True)
         self._pool = None
         self._pool_finalizer = None
 

@@ -137,3 +137,32 @@ def test_many_workers_each_batch_claimed_once_and_delivered_in_order(num_workers
         t.join(10)
     assert out == [k * 10 for k in range(n)]
     assert sorted(k for c in claims for k in c) == list(range(n))
+
+
+@pytest.mark.timeout(20)
+def test_a_waiting_consumer_wakes_a_sleeping_worker_below_the_wake_threshold():
+    # publish() wakes a sleeping worker only once half the window is claimable; a consumer
+    # that waits must wake it itself, or the batch would sit until the worker's 1 s re-check.
+    w = Window(8)
+    w.publish()
+    sleeping = threading.Event()
+
+    def worker():
+        while (k := w.claim()) >= 0:
+            w.complete(k)
+            sleeping.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert w.wait(0, timeout_s=5) == 1
+    w.release(0)
+    assert sleeping.wait(5)
+    time.sleep(0.05)  # let the worker go back to sleep on an empty window
+    for k in range(1, 4):  # 3 < threshold 4: publish alone does not wake it
+        w.publish()
+        start = time.monotonic()
+        assert w.wait(k, timeout_s=0.5) == 1, "the consumer's wait did not wake the worker"
+        assert time.monotonic() - start < 0.5
+        w.release(k)
+    w.finish()
+    t.join(5)

@@ -48,6 +48,7 @@ cdef extern from * nogil:
 
 cdef class Window:
     cdef int64_t _size
+    cdef int64_t _wake_threshold      # claimable batches that justify waking a sleeping worker
     cdef atomic[int64_t] _claimed      # next batch number a worker may claim
     cdef atomic[int64_t] _published    # tasks [0, _published) have been handed out
     cdef atomic[int64_t] _base         # lowest batch number the consumer has not taken
@@ -67,5 +68,6 @@ cdef class Window:
     cdef int64_t _first_ready(self) noexcept nogil
     cdef int64_t _wait_any(self, int64_t slice_us) noexcept nogil
     cdef void _release(self, int64_t k) noexcept nogil
+    cdef void _wake_workers_if_claimable(self) noexcept nogil
     cdef void _notify_all(self) noexcept nogil
     cdef bint _wait_idle(self, int64_t slice_us) noexcept nogil

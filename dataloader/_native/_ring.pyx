@@ -45,8 +45,9 @@ cdef int64_t TAKEN = -2
 
 # The consumer wakes at least this often to run signal handlers (microseconds).
 cdef int64_t CONSUMER_SLICE_US = 50_000
-# A sleeping worker re-checks the epoch at least this often (microseconds).
-cdef int64_t WORKER_SLICE_US = 200_000
+# A sleeping worker re-checks the epoch at least this often (microseconds); a safety net
+# only: publish, finish, cancel and a waiting consumer all wake workers explicitly.
+cdef int64_t WORKER_SLICE_US = 1_000_000
 
 
 cdef class Window:
@@ -68,6 +69,7 @@ cdef class Window:
         if self._slots == NULL:
             raise MemoryError(f"cannot allocate a reorder ring of {size} slots")
         self._size = size
+        self._wake_threshold = max(1, size // 2)
         self._claimed.store(0)
         self._published.store(0)
         self._base.store(0)
@@ -124,7 +126,11 @@ cdef class Window:
         if p >= self._base.load() + self._size:
             raise RuntimeError(f"window full: {p=} base={self._base.load()} size={self._size}")
         self._published.store(p + 1, memory_order_release)
-        if self._waiting_workers.load() > 0:
+        # Wake a sleeping worker only once half the window is claimable: a worker that
+        # outpaces the consumer then refills several slots per wake-up instead of paying
+        # a wake-up per batch.  The consumer wakes workers itself before it sleeps
+        # (_wake_workers_if_claimable), so a claimable batch never waits on a sleeper.
+        if self._waiting_workers.load() > 0 and p + 1 - self._claimed.load() >= self._wake_threshold:
             with nogil:
                 self._mutex.lock()
                 self._work_ready.notify_one()
@@ -317,6 +323,7 @@ cdef class Window:
         cdef int64_t left
         self._mutex.lock()
         self._consumer_waiting.store(1)
+        self._wake_workers_if_claimable()
         while True:
             if self._slots[s].load(memory_order_acquire) == k:
                 status = 1
@@ -346,6 +353,7 @@ cdef class Window:
         cdef int64_t left
         self._mutex.lock()
         self._consumer_waiting.store(1)
+        self._wake_workers_if_claimable()
         while True:
             k = self._first_ready()
             if k >= 0:
@@ -370,6 +378,11 @@ cdef class Window:
             self._slots[b % self._size].store(FREE, memory_order_release)
             b += 1
         self._base.store(b, memory_order_release)
+
+    cdef void _wake_workers_if_claimable(self) noexcept nogil:
+        # Called with the mutex held, by a consumer about to sleep.
+        if self._waiting_workers.load() > 0 and self._claimed.load() < self._published.load():
+            self._work_ready.notify_all()
 
     cdef void _notify_all(self) noexcept nogil:
         self._mutex.lock()
