@@ -114,13 +114,20 @@ def run_loader(make: Callable[[], object], epochs: int, method: str, note: str =
         close = getattr(loader, "close", None)
         if close is not None:
             close()
-        del loader
 
 
-def torch_loader(dataset: object, batch: int, workers: int, shuffle: bool, collate: object = None) -> object:
+def torch_loader(
+    dataset: object, batch: int, workers: int, shuffle: bool, collate: object = None
+) -> object:
     kwargs = {"persistent_workers": True} if workers else {}
-    return tud.DataLoader(dataset, batch_size=batch, shuffle=shuffle, num_workers=workers,
-                          collate_fn=collate, **kwargs)
+    return tud.DataLoader(
+        dataset,
+        batch_size=batch,
+        shuffle=shuffle,
+        num_workers=workers,
+        collate_fn=collate,
+        **kwargs,
+    )
 
 
 # -- W1 ------------------------------------------------------------------------------------
@@ -140,16 +147,33 @@ def w1(rows: int, epochs: int, use_torch: bool) -> list[Row]:
     out = [measure("NumPy loop x[perm[i:i+256]]", numpy_epoch, epochs, "baseline")]
     ds = ArrayDataset(x)
     for w in (0, 2):
-        out.append(run_loader(lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0),
-                              epochs, f"dataloader ArrayDataset, {w} workers"))
+        out.append(
+            run_loader(
+                lambda w=w: DataLoader(
+                    ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0
+                ),
+                epochs,
+                f"dataloader ArrayDataset, {w} workers",
+            )
+        )
     if use_torch:
         tds = tud.TensorDataset(torch.from_numpy(x))
         for w in (0, 2):
-            out.append(run_loader(lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns), epochs,
-                                  f"torch ArrayDataset (__getitems__), {w} workers"))
+            out.append(
+                run_loader(
+                    lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns),
+                    epochs,
+                    f"torch ArrayDataset (__getitems__), {w} workers",
+                )
+            )
         for w in (0, 2):
-            out.append(run_loader(lambda w=w: torch_loader(tds, BATCH_W12, w, True), epochs,
-                                  f"torch TensorDataset, {w} workers"))
+            out.append(
+                run_loader(
+                    lambda w=w: torch_loader(tds, BATCH_W12, w, True),
+                    epochs,
+                    f"torch TensorDataset, {w} workers",
+                )
+            )
     return out
 
 
@@ -188,26 +212,44 @@ def w2(rows: int, epochs: int, use_torch: bool) -> list[Row]:
             n = 0
             for i in range(0, min(rows, PREAD_BATCHES * BATCH_W12), BATCH_W12):
                 idx = perm[i : i + BATCH_W12].tolist()
-                raw = b"".join([os.pread(fd, row_bytes, NDF_HEADER_BYTES + j * row_bytes) for j in idx])
+                raw = b"".join(
+                    [os.pread(fd, row_bytes, NDF_HEADER_BYTES + j * row_bytes) for j in idx]
+                )
                 n += len(np.frombuffer(raw, dtype="<f8").reshape(-1, D + 1))
             return n
 
         try:
-            out.append(measure("os.pread per row (Python loop)", pread_epoch, epochs,
-                               f"first {PREAD_BATCHES} batches"))
+            out.append(
+                measure(
+                    "os.pread per row (Python loop)",
+                    pread_epoch,
+                    epochs,
+                    f"first {PREAD_BATCHES} batches",
+                )
+            )
         finally:
             os.close(fd)
         ds = NdfDataset(path)
         for w in (0, 2):
-            out.append(run_loader(
-                lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0),
-                epochs, f"dataloader NdfDataset, {w} workers"))
+            out.append(
+                run_loader(
+                    lambda w=w: DataLoader(
+                        ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0
+                    ),
+                    epochs,
+                    f"dataloader NdfDataset, {w} workers",
+                )
+            )
         if use_torch:
             for w in (0, 2):
-                out.append(run_loader(lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns), epochs,
-                                      f"torch NdfDataset (__getitems__), {w} workers"))
+                out.append(
+                    run_loader(
+                        lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns),
+                        epochs,
+                        f"torch NdfDataset (__getitems__), {w} workers",
+                    )
+                )
         ds.close()
-        del mm
     return out
 
 
@@ -241,12 +283,20 @@ def w3(items: int, epochs: int, use_torch: bool) -> list[Row]:
 
     out = [measure("plain loop [ds[i] for i in batch]", plain_epoch, epochs, "baseline")]
     for w in (0, 1, 2):
-        out.append(run_loader(lambda w=w: DataLoader(ds, batch_size=BATCH_W3, num_workers=w), epochs,
-                              f"dataloader, {w} workers"))
+        out.append(
+            run_loader(
+                lambda w=w: DataLoader(ds, batch_size=BATCH_W3, num_workers=w),
+                epochs,
+                f"dataloader, {w} workers",
+            )
+        )
     if use_torch:
         for w in (0, 2):
-            out.append(run_loader(lambda w=w: torch_loader(ds, BATCH_W3, w, False), epochs,
-                                  f"torch, {w} workers"))
+            out.append(
+                run_loader(
+                    lambda w=w: torch_loader(ds, BATCH_W3, w, False), epochs, f"torch, {w} workers"
+                )
+            )
     return out
 
 
@@ -254,14 +304,27 @@ def w3(items: int, epochs: int, use_torch: bool) -> list[Row]:
 
 
 def machine() -> Iterator[str]:
-    gil = "no GIL (free-threaded)" if sysconfig.get_config_var("Py_GIL_DISABLED") and not sys._is_gil_enabled() \
+    gil = (
+        "no GIL (free-threaded)"
+        if sysconfig.get_config_var("Py_GIL_DISABLED") and not sys._is_gil_enabled()
         else "GIL"
-    yield f"- interpreter: {platform.python_implementation()} {platform.python_version()}, {gil}; {sys.executable}"
-    versions = f"numpy {np.__version__}" + (f", torch {torch.__version__}" if torch is not None else ", torch absent")
+    )
+    name = f"{platform.python_implementation()} {platform.python_version()}"
+    yield f"- interpreter: {name}, {gil}; {sys.executable}"
+    versions = f"numpy {np.__version__}" + (
+        f", torch {torch.__version__}" if torch is not None else ", torch absent"
+    )
     yield f"- {versions}; {os.cpu_count()} CPUs"
     try:
         model = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        name = next((line.split(":", 1)[1].strip() for line in model.splitlines() if line.startswith("Model name")), "")
+        name = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in model.splitlines()
+                if line.startswith("Model name")
+            ),
+            "",
+        )
         yield f"- CPU: {name} ({platform.machine()}), {platform.platform()}"
     except (OSError, subprocess.SubprocessError):
         pass
@@ -298,29 +361,54 @@ def table(title: str, rows: list[Row]) -> Iterator[str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=1_000_000, help="rows of W1 and W2 (default 1,000,000)")
+    p.add_argument(
+        "--rows", type=int, default=1_000_000, help="rows of W1 and W2 (default 1,000,000)"
+    )
     p.add_argument("--items", type=int, default=20_000, help="items of W3 (default 20,000)")
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs per method (median; default 3)")
+    p.add_argument(
+        "--epochs", type=int, default=3, help="timed epochs per method (median; default 3)"
+    )
     p.add_argument("--quick", action="store_true", help="--rows 100000 --items 2000")
-    p.add_argument("--only", default="W1,W2,W3", help="comma-separated workloads (default W1,W2,W3)")
+    p.add_argument(
+        "--only", default="W1,W2,W3", help="comma-separated workloads (default W1,W2,W3)"
+    )
     p.add_argument("--no-torch", action="store_true", help="skip torch even when it is importable")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.items = 100_000, 2_000
     use_torch = torch is not None and not args.no_torch
     only = {w.strip().upper() for w in args.only.split(",")}
-    lines = ["## " + ("3.13t" if sysconfig.get_config_var("Py_GIL_DISABLED") else platform.python_version()), ""]
+    lines = [
+        "## "
+        + ("3.13t" if sysconfig.get_config_var("Py_GIL_DISABLED") else platform.python_version()),
+        "",
+    ]
     lines += list(machine())
-    lines.append(f"- available parallelism at start: 2 processes ran {parallelism_probe():.2f}x one "
-                 f"(2.00x = two idle cores); load average {os.getloadavg()[0]:.2f}")
-    lines.append(f"- command: `{' '.join(['python', *sys.argv])}`; median of {args.epochs} epochs after a warm-up, one run")
+    lines.append(
+        f"- available parallelism at start: 2 processes ran {parallelism_probe():.2f}x one "
+        f"(2.00x = two idle cores); load average {os.getloadavg()[0]:.2f}"
+    )
+    lines.append(
+        f"- command: `{' '.join(['python', *sys.argv])}`; "
+        f"median of {args.epochs} epochs after a warm-up, one run"
+    )
     workloads = [
-        ("W1", f"W1: in-memory rows, {args.rows:,} x {D} float64, batch {BATCH_W12}, shuffled",
-         lambda: w1(args.rows, args.epochs, use_torch)),
-        ("W2", f"W2: page-cached .ndf, {args.rows:,} rows x {D}+1 float64, batch {BATCH_W12}, shuffled",
-         lambda: w2(args.rows, args.epochs, use_torch)),
-        ("W3", f"W3: pure-Python items (~30 µs), {args.items:,} items, batch {BATCH_W3}",
-         lambda: w3(args.items, args.epochs, use_torch)),
+        (
+            "W1",
+            f"W1: in-memory rows, {args.rows:,} x {D} float64, batch {BATCH_W12}, shuffled",
+            lambda: w1(args.rows, args.epochs, use_torch),
+        ),
+        (
+            "W2",
+            f"W2: page-cached .ndf, {args.rows:,} rows x {D}+1 float64, "
+            f"batch {BATCH_W12}, shuffled",
+            lambda: w2(args.rows, args.epochs, use_torch),
+        ),
+        (
+            "W3",
+            f"W3: pure-Python items (~30 µs), {args.items:,} items, batch {BATCH_W3}",
+            lambda: w3(args.items, args.epochs, use_torch),
+        ),
     ]
     for key, title, run in workloads:
         if key in only:

@@ -1,4 +1,4 @@
-"""``dataloader bench``: loader epochs against a plain NumPy loop over the same batches (cli/bench.py)."""
+"""``dataloader bench``: loader epochs against a plain NumPy loop (cli/bench.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ def test_bench_prints_epochs_and_ratio(path, capsys):
     assert main(["bench", str(path), "--epochs", "2", "--batch-size", "100", "--shuffle"]) == 0
     out = capsys.readouterr().out
     assert "1,000 rows x 6 float64" in out
-    lines = re.findall(r"^\s*(\d+|median)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)x$", out, re.M)
+    lines = re.findall(
+        r"^\s*(\d+|median)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)x$", out, re.M
+    )
     assert [m[0] for m in lines] == ["1", "2", "median"]
     for m in lines:
         assert int(m[1].replace(",", "")) > 0 and float(m[5]) > 0
@@ -48,7 +50,21 @@ def test_bench_prints_epochs_and_ratio(path, capsys):
 
 @pytest.mark.timeout(60)
 def test_bench_without_baseline_and_without_workers(path, capsys):
-    assert main(["bench", str(path), "--epochs", "1", "--num-workers", "0", "--no-baseline", "--progress"]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                str(path),
+                "--epochs",
+                "1",
+                "--num-workers",
+                "0",
+                "--no-baseline",
+                "--progress",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "ratio" not in captured.out
     assert "median" in captured.out

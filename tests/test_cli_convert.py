@@ -1,4 +1,4 @@
-"""``dataloader convert``: .csv / .csv.gz / .npy / .npz to .ndf (dataloader/cli/convert.py, _read_*.py)."""
+"""``dataloader convert``: .csv(.gz) / .npy / .npz to .ndf (cli/convert.py, _read_*.py)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def convert(*args: object) -> int:
     return main(["convert", *map(str, args)])
 
 
-def write_csv(path: Path, header: list[str] | None, rows: np.ndarray, sep: str = ",", newline: str = "\n") -> None:
+def write_csv(
+    path: Path, header: list[str] | None, rows: np.ndarray, sep: str = ",", newline: str = "\n"
+) -> None:
     lines = [] if header is None else [sep.join(header)]
     lines += [sep.join(repr(float(v)) for v in row) for row in rows]
     data = newline.join(lines) + newline
@@ -38,7 +40,9 @@ def write_csv(path: Path, header: list[str] | None, rows: np.ndarray, sep: str =
             f.write(data)
 
 
-def assert_failed_cleanly(rc: int, capsys: pytest.CaptureFixture[str], folder: Path, keep: set[str], *needles: str) -> str:
+def assert_failed_cleanly(
+    rc: int, capsys: pytest.CaptureFixture[str], folder: Path, keep: set[str], *needles: str
+) -> str:
     """Exit status 2, one line on stderr containing every needle, no output or temporary file."""
     err = capsys.readouterr().err
     assert rc == 2, err
@@ -107,7 +111,10 @@ def test_csv_blocks_do_not_change_the_result(tmp_path, table, chunk_rows):
 def test_csv_gz_no_header_semicolons_crlf(tmp_path, table):
     path = tmp_path / "t.csv.gz"
     write_csv(path, None, table, sep=";", newline="\r\n")
-    assert convert(path, tmp_path / "t.ndf", "--no-header", "--delimiter", ";", "--label-columns", "4") == 0
+    assert (
+        convert(path, tmp_path / "t.ndf", "--no-header", "--delimiter", ";", "--label-columns", "4")
+        == 0
+    )
     x, y = read_back(tmp_path / "t.ndf")
     np.testing.assert_array_equal(x, table[:, :4])
     np.testing.assert_array_equal(y, table[:, 4:])
@@ -144,7 +151,9 @@ def test_csv_bad_value_late_in_a_large_file_names_its_line(tmp_path, capsys):
     lines[777] = "776,7e"
     (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
     rc = convert(tmp_path / "bad.csv", tmp_path / "bad.ndf", "--chunk-rows", "100")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"bad.csv"}, "line 778, column 2 ('b'): '7e' is not a number")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"bad.csv"}, "line 778, column 2 ('b'): '7e' is not a number"
+    )
 
 
 @pytest.mark.parametrize(
@@ -218,16 +227,22 @@ def test_npy_bad_inputs(tmp_path, capsys):
 
     np.save(tmp_path / "c.npy", np.ones((3, 2), dtype=complex))
     rc = convert(tmp_path / "c.npy", tmp_path / "o.ndf")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"obj.npy", "c.npy"}, "c.npy", "complex128 which is not numeric")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"obj.npy", "c.npy"}, "c.npy", "complex128 which is not numeric"
+    )
 
     np.save(tmp_path / "x.npy", np.ones((3, 2)))
     np.save(tmp_path / "y.npy", np.ones(4))
     rc = convert(tmp_path / "x.npy", tmp_path / "o.ndf", "--labels", tmp_path / "y.npy")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"obj.npy", "c.npy", "x.npy", "y.npy"}, "4 labels for 3 feature rows")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"obj.npy", "c.npy", "x.npy", "y.npy"}, "4 labels for 3 feature rows"
+    )
 
     (tmp_path / "junk.npy").write_bytes(b"not numpy at all")
     rc = convert(tmp_path / "junk.npy", tmp_path / "o.ndf")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"obj.npy", "c.npy", "x.npy", "y.npy", "junk.npy"}, "junk.npy")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"obj.npy", "c.npy", "x.npy", "y.npy", "junk.npy"}, "junk.npy"
+    )
 
 
 # -- .npz ----------------------------------------------------------------------------
@@ -251,7 +266,12 @@ def test_npz_named_arrays_fortran_and_many_blocks(tmp_path, monkeypatch):
     pixels = np.arange(40 * 2 * 2, dtype=np.uint8).reshape(40, 2, 2)
     target = np.asfortranarray(np.stack([np.arange(40), -np.arange(40)], axis=1))
     np.savez_compressed(tmp_path / "d.npz", pixels=pixels, target=target, other=np.zeros(3))
-    assert convert(tmp_path / "d.npz", tmp_path / "o.ndf", "--features", "pixels", "--labels", "target") == 0
+    assert (
+        convert(
+            tmp_path / "d.npz", tmp_path / "o.ndf", "--features", "pixels", "--labels", "target"
+        )
+        == 0
+    )
     xs, ys = read_back(tmp_path / "o.ndf")
     np.testing.assert_array_equal(xs, pixels.reshape(40, 4))
     np.testing.assert_array_equal(ys, target)
@@ -269,7 +289,11 @@ def test_npz_single_array_and_label_columns(tmp_path):
 @pytest.mark.parametrize(
     ("arrays", "opts", "needle"),
     [
-        ({"a": np.ones((2, 2)), "b": np.ones(2)}, [], "which array holds the features? pass --features NAME"),
+        (
+            {"a": np.ones((2, 2)), "b": np.ones(2)},
+            [],
+            "which array holds the features? pass --features NAME",
+        ),
         ({"x": np.ones((2, 2))}, ["--labels", "nope"], "no array named 'nope' (arrays: x)"),
         ({"x": np.ones((2, 2)), "y": np.ones(3)}, [], "3 labels in 'y' for 2 rows in 'x'"),
         ({"x": np.array(["a", "b"])}, [], "array 'x' has dtype <U1 which is not numeric"),
@@ -312,9 +336,13 @@ def test_existing_output_needs_force_and_survives_a_failed_conversion(tmp_path, 
     before = out.read_bytes()
     capsys.readouterr()
     rc = convert(tmp_path / "good.csv", out)
-    assert_failed_cleanly(rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "exists (use --force")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "exists (use --force"
+    )
     rc = convert(tmp_path / "bad.csv", out, "--force")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "line 3, column 2")
+    assert_failed_cleanly(
+        rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "line 3, column 2"
+    )
     assert out.read_bytes() == before
     assert convert(tmp_path / "bad.csv", out, "--force", "--label-columns", "a", "-q") == 2
     capsys.readouterr()
@@ -337,7 +365,10 @@ def test_progress_bar_goes_to_stderr(tmp_path, capsys):
 def test_csv_larger_than_the_memory_budget_converts_in_bounded_memory(tmp_path):
     """A ~160 MB CSV converts while the peak RSS grows by less than 64 MiB."""
     rng = np.random.default_rng(0)
-    block = "\n".join(",".join(f"{v:.6f}" for v in row) for row in rng.standard_normal((10_000, 16))) + "\n"
+    block = (
+        "\n".join(",".join(f"{v:.6f}" for v in row) for row in rng.standard_normal((10_000, 16)))
+        + "\n"
+    )
     path = tmp_path / "big.csv"
     repeats = 160_000_000 // len(block) + 1
     with open(path, "w") as f:
@@ -347,17 +378,23 @@ def test_csv_larger_than_the_memory_budget_converts_in_bounded_memory(tmp_path):
     size = path.stat().st_size
     code = (
         "import resource, sys; import dataloader.ndf; from dataloader.__main__ import main; "
-        "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024; before = peak(); "
+        "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024; "
+        "before = peak(); "
         "rc = main(['convert', sys.argv[1], sys.argv[2], '--label-columns', 'c15', '-q']); "
         "print(peak() - before); sys.exit(rc)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(path), str(tmp_path / "big.ndf")],
-        cwd=REPO, capture_output=True, text=True, timeout=280,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
     assert done.returncode == 0, done.stderr
     growth = int(done.stdout.strip())
-    assert growth < 64 * 2**20, f"peak RSS grew by {growth / 2**20:.0f} MiB for a {size / 2**20:.0f} MiB CSV"
+    assert growth < 64 * 2**20, (
+        f"peak RSS grew by {growth / 2**20:.0f} MiB for a {size / 2**20:.0f} MiB CSV"
+    )
     with ndf.open_ndf(tmp_path / "big.ndf") as f:
         assert (f.n, f.d, f.l) == (repeats * 10_000, 15, 1)

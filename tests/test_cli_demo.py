@@ -1,4 +1,4 @@
-"""``dataloader demo``: softmax regression on the shipped digits through the loader (cli/demo.py, _softmax.py)."""
+"""``dataloader demo``: softmax regression on the shipped digits (cli/demo.py, _softmax.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def test_demo_on_digits_beats_90_percent(capsys):
     out = capsys.readouterr().out
     assert "UCI handwritten digits" in out
     assert "1,797 rows: 64 features, 10 classes; 1,438 for training, 359 held out" in out
-    epochs = re.findall(r"^epoch\s+(\d+)/10  loss ([\d.]+)  test accuracy ([\d.]+)%  ([\d,]+) rows/s", out, re.M)
+    epochs = re.findall(
+        r"^epoch\s+(\d+)/10  loss ([\d.]+)  test accuracy ([\d.]+)%  ([\d,]+) rows/s", out, re.M
+    )
     assert [int(e[0]) for e in epochs] == list(range(1, 11))
     losses = [float(e[1]) for e in epochs]
     assert losses[-1] < losses[0]
@@ -35,9 +37,32 @@ def test_demo_on_digits_beats_90_percent(capsys):
 @pytest.mark.parametrize("num_workers", [0, 1])
 def test_demo_is_deterministic_across_workers(capsys, num_workers):
     assert main(["demo", "--epochs", "2", "--optimizer", "sgd", "--lr", "0.1"]) == 0
-    reference = [line.split("  ")[:3] for line in capsys.readouterr().out.splitlines() if line.startswith("epoch")]
-    assert main(["demo", "--epochs", "2", "--optimizer", "sgd", "--lr", "0.1", "--num-workers", str(num_workers)]) == 0
-    other = [line.split("  ")[:3] for line in capsys.readouterr().out.splitlines() if line.startswith("epoch")]
+    reference = [
+        line.split("  ")[:3]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("epoch")
+    ]
+    assert (
+        main(
+            [
+                "demo",
+                "--epochs",
+                "2",
+                "--optimizer",
+                "sgd",
+                "--lr",
+                "0.1",
+                "--num-workers",
+                str(num_workers),
+            ]
+        )
+        == 0
+    )
+    other = [
+        line.split("  ")[:3]
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("epoch")
+    ]
     assert other == reference and len(reference) == 2
 
 
@@ -106,7 +131,9 @@ def test_softmax_gradient_matches_finite_differences():
         numeric[idx] = (loss(w0 + dw) - loss(w0 - dw)) / (2 * eps)
     expected = loss(w0)
     assert model.step(x, y) == pytest.approx(expected)
-    np.testing.assert_allclose(w0 - model.w, numeric, rtol=1e-5, atol=1e-8)  # lr=1: the step is the gradient
+    np.testing.assert_allclose(
+        w0 - model.w, numeric, rtol=1e-5, atol=1e-8
+    )  # lr=1: the step is the gradient
 
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])

@@ -1,4 +1,4 @@
-"""``dataloader info``: shape, size, first rows, streamed column statistics (cli/info.py, _stats.py)."""
+"""``dataloader info``: shape, size, first rows, streamed column stats (cli/info.py, _stats.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,9 @@ def test_info_prints_shape_size_rows_and_stats(data, capsys):
     full = np.hstack([x, y])
     for j, name in enumerate([f"x[{j}]" for j in range(6)] + ["y[0]"]):
         lo, mean, hi, nans = table[name]
-        np.testing.assert_allclose([lo, mean, hi], [full[:, j].min(), full[:, j].mean(), full[:, j].max()], rtol=1e-5)
+        np.testing.assert_allclose(
+            [lo, mean, hi], [full[:, j].min(), full[:, j].mean(), full[:, j].max()], rtol=1e-5
+        )
         assert nans == 0
     assert "labels: y[0] takes 5 distinct integers from 0 to 4" in out
 

@@ -17,12 +17,18 @@ REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ("convert", "info", "bench", "demo")
 
 
-def run_module(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_module(
+    *args: str, cwd: Path = REPO, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``python -m dataloader ARGS`` in a fresh interpreter, from the source tree."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
         [sys.executable, "-m", "dataloader", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

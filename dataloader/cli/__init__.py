@@ -33,7 +33,9 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         "inspect and benchmark them, and train a small model through the loader (demo).",
         epilog="Run 'dataloader COMMAND --help' for a command's options.",
     )
-    parser.add_argument("--version", action="version", version=version, help="print the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=version, help="print the version and exit"
+    )
     subparsers = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
     subparsers.required = True
     for command in COMMANDS:

@@ -34,7 +34,7 @@ class CliError(Exception):
 
 
 def describe(doc: str | None) -> str | None:
-    """A command's ``--help`` text: its module docstring after the first line, without RST markup."""
+    """A command's ``--help`` text: its module docstring after the first line, without RST."""
     if not doc:
         return None
     body = doc.split("\n\n", 1)[-1]
@@ -96,7 +96,12 @@ def check_output_path(output: str, inputs: list[str], force: bool) -> None:
     """Refuse to overwrite an input, an existing file (without ``--force``), or a missing folder."""
     out = os.path.abspath(output)
     for inp in inputs:
-        if inp is not None and os.path.exists(inp) and os.path.exists(out) and os.path.samefile(inp, out):
+        if (
+            inp is not None
+            and os.path.exists(inp)
+            and os.path.exists(out)
+            and os.path.samefile(inp, out)
+        ):
             raise CliError(f"output {output} is the same file as input {inp}")
     if os.path.isdir(out):
         raise CliError(f"output {output} is a directory")

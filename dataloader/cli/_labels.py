@@ -22,8 +22,8 @@ def check_class_labels(file: object, max_classes: int) -> int:
     n, d, l, path = file.n, file.d, file.l, file.path  # type: ignore[attr-defined]
     if l != 1:
         raise CliError(
-            f"{path}: has l={l} label columns; the demo needs exactly one, holding class ids 0..C-1 "
-            "(convert with --label-columns NAME)"
+            f"{path}: has l={l} label columns; the demo needs exactly one, "
+            "holding class ids 0..C-1 (convert with --label-columns NAME)"
         )
     if n < 2:
         raise CliError(f"{path}: has {n} rows; the demo needs at least 2")
@@ -45,5 +45,7 @@ def check_class_labels(file: object, max_classes: int) -> int:
         seen[ids] = True
         top = max(top, int(ids.max()))
     if np.count_nonzero(seen) < 2:
-        raise CliError(f"{path}: every row has the same label {top}; the demo needs at least 2 classes")
+        raise CliError(
+            f"{path}: every row has the same label {top}; the demo needs at least 2 classes"
+        )
     return top + 1

@@ -114,7 +114,9 @@ class _Member:
         self._whole: np.ndarray | None = None
         if self.fortran and len(self.shape) > 1:
             try:
-                self._whole = np.lib.format.read_array(archive.open(name + ".npy"), allow_pickle=False)
+                self._whole = np.lib.format.read_array(
+                    archive.open(name + ".npy"), allow_pickle=False
+                )
             except (OSError, ValueError) as exc:
                 raise CliError(f"{path}: cannot read member {name!r}: {exc}") from None
 
@@ -125,13 +127,17 @@ class _Member:
         try:
             data = self.file.read(want)
         except (OSError, EOFError, zipfile.BadZipFile) as exc:
-            raise CliError(f"{self.path}: cannot read member {self.name!r} at row {start}: {exc}") from None
+            raise CliError(
+                f"{self.path}: cannot read member {self.name!r} at row {start}: {exc}"
+            ) from None
         if len(data) != want:
             raise CliError(f"{self.path}: member {self.name!r} is truncated at row {start}")
         return np.frombuffer(data, dtype=self.dtype).reshape(stop - start, self.cols)
 
 
-def _pick(names: list[str], given: str | None, defaults: Sequence[str], path: str, what: str) -> str | None:
+def _pick(
+    names: list[str], given: str | None, defaults: Sequence[str], path: str, what: str
+) -> str | None:
     if given is not None:
         if given not in names:
             raise CliError(f"{path}: no array named {given!r} (arrays: {', '.join(names)})")
@@ -139,7 +145,9 @@ def _pick(names: list[str], given: str | None, defaults: Sequence[str], path: st
     return next((c for c in defaults if c in names), None)
 
 
-def open_npz(path: str, features: str | None, labels: str | None, label_tokens: Sequence[str]) -> Source:
+def open_npz(
+    path: str, features: str | None, labels: str | None, label_tokens: Sequence[str]
+) -> Source:
     """Features (and labels) from named arrays of an ``.npz`` archive; see the module docstring.
 
     Raises:
@@ -165,7 +173,9 @@ def open_npz(path: str, features: str | None, labels: str | None, label_tokens: 
         lname = _pick(names, labels, LABEL_NAMES, path, "labels")
         if lname is not None and label_tokens:
             if labels is not None:
-                raise CliError("give labels either as --labels NAME or as --label-columns, not both")
+                raise CliError(
+                    "give labels either as --labels NAME or as --label-columns, not both"
+                )
             lname = None  # --label-columns takes the labels out of the features instead
         if lname == fname:
             raise CliError(f"{path}: features and labels are the same array {fname!r}")

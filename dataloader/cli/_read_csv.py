@@ -69,7 +69,9 @@ def open_csv(
         except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
             raise CliError(f"{path}: cannot read: {exc}") from None
         if not first.strip():
-            raise CliError(f"{path}: is empty (expected a header line)" if header else f"{path}: is empty")
+            raise CliError(
+                f"{path}: is empty (expected a header line)" if header else f"{path}: is empty"
+            )
         first_fields = [f.strip() for f in _fields(first.rstrip("\r\n"), delimiter)]
         ncols = len(first_fields)
         names = first_fields if header else [str(j) for j in range(ncols)]
@@ -108,7 +110,9 @@ def open_csv(
     return Source(path, ncols - len(labels), len(labels), size, "B", chunks, close, names)
 
 
-def _parse_block(lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]) -> np.ndarray:
+def _parse_block(
+    lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
+) -> np.ndarray:
     ncols = len(names)
     try:
         rows = np.loadtxt(
@@ -119,11 +123,16 @@ def _parse_block(lines: list[str], path: str, line_no: int, delimiter: str, name
         raise CliError(f"{path}: lines {line_no}-{line_no + len(lines) - 1}: {exc}") from None
     if rows.shape[0] and rows.shape[1] != ncols:
         _locate_error(lines, path, line_no, delimiter, names)
-        raise CliError(f"{path}: lines {line_no}-{line_no + len(lines) - 1}: {rows.shape[1]} columns, expected {ncols}")
+        raise CliError(
+            f"{path}: lines {line_no}-{line_no + len(lines) - 1}: "
+            f"{rows.shape[1]} columns, expected {ncols}"
+        )
     return rows
 
 
-def _locate_error(lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]) -> None:
+def _locate_error(
+    lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
+) -> None:
     """Raise a CliError naming the first ragged or non-numeric line of a failed block."""
     ncols = len(names)
     for i, line in enumerate(lines):

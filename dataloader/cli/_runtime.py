@@ -18,4 +18,5 @@ def describe_runtime() -> str:
         gil = "free-threaded build, GIL re-enabled"
     else:
         gil = "free-threaded, GIL disabled"
-    return f"{platform.python_implementation()} {platform.python_version()} ({gil}), {os.cpu_count()} CPUs"
+    name = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"{name} ({gil}), {os.cpu_count()} CPUs"

@@ -30,8 +30,14 @@ class SoftmaxRegression:
     Not thread-safe: call ``step`` from one thread.
     """
 
-    def __init__(self, d: int, classes: int, lr: float = 0.01, optimizer: str = "adam",
-                 weight_decay: float = 1e-4) -> None:
+    def __init__(
+        self,
+        d: int,
+        classes: int,
+        lr: float = 0.01,
+        optimizer: str = "adam",
+        weight_decay: float = 1e-4,
+    ) -> None:
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"{optimizer=} must be one of {OPTIMIZERS}")
         if d < 1 or classes < 2:

@@ -68,7 +68,9 @@ def resolve_columns(
             except ValueError:
                 known = ", ".join(repr(n) for n in list(names or [])[:12])
                 more = "" if names is None or len(names) <= 12 else f", ... ({len(names)} columns)"
-                raise CliError(f"{path}: no column named {tok!r} (columns: {known}{more})") from None
+                raise CliError(
+                    f"{path}: no column named {tok!r} (columns: {known}{more})"
+                ) from None
             if not -ncols <= j < ncols:
                 raise CliError(f"{path}: label column {j} is out of range for {ncols} columns")
             j %= ncols
@@ -76,12 +78,14 @@ def resolve_columns(
             raise CliError(f"{path}: label column {tok!r} is given twice")
         out.append(j)
     if len(out) >= ncols:
-        raise CliError(f"{path}: every column is a label column; at least one feature column is needed")
+        raise CliError(
+            f"{path}: every column is a label column; at least one feature column is needed"
+        )
     return out
 
 
 def split_columns(rows: np.ndarray, labels: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Split a (k, ncols) block into features and labels (``labels`` sorted by the caller's order)."""
+    """Split a (k, ncols) block into features and labels (label columns in ``labels`` order)."""
     if not labels:
         return rows, None
     ncols = rows.shape[1]

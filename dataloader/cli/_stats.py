@@ -87,12 +87,3 @@ def column_stats(file: object, on_block: Callable[[int], None] | None = None) ->
     hi[empty] = np.nan
     values = None if distinct is None or not distinct else np.array(sorted(distinct))
     return ColumnStats(n, lo, mean, hi, nans, values)
-
-
-def class_ids(values: np.ndarray | None) -> int | None:
-    """Number of classes if ``values`` are exactly the integers ``0..C-1`` with C >= 2, else None."""
-    if values is None or len(values) < 2:
-        return None
-    if np.array_equal(values, np.arange(len(values))):
-        return len(values)
-    return None

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ._common import CliError, describe, add_progress_flag, format_bytes, open_ndf_or_fail, progress
+from ._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
 from ._runtime import describe_runtime
 
 __all__ = ["add_parser", "numpy_batches", "run"]
@@ -34,26 +34,46 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
-    p.add_argument("--num-workers", type=int, default=2, help="worker threads (default 2; 0 = none)")
-    p.add_argument("--prefetch-depth", type=int, default=2, help="batches beyond one per worker (default 2)")
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=False,
-                   help="shuffle the rows every epoch (default: in file order)")
+    p.add_argument(
+        "--num-workers", type=int, default=2, help="worker threads (default 2; 0 = none)"
+    )
+    p.add_argument(
+        "--prefetch-depth", type=int, default=2, help="batches beyond one per worker (default 2)"
+    )
+    p.add_argument(
+        "--shuffle",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="shuffle the rows every epoch (default: in file order)",
+    )
     p.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
     p.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")
-    p.add_argument("--baseline", action=argparse.BooleanOptionalAction, default=True,
-                   help="also time the plain NumPy loop (default: yes)")
+    p.add_argument(
+        "--baseline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the plain NumPy loop (default: yes)",
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
 
 def _check(args: argparse.Namespace) -> None:
-    for name, low in (("batch_size", 1), ("num_workers", 0), ("prefetch_depth", 0), ("epochs", 1), ("seed", 0)):
+    for name, low in (
+        ("batch_size", 1),
+        ("num_workers", 0),
+        ("prefetch_depth", 0),
+        ("epochs", 1),
+        ("seed", 0),
+    ):
         value = getattr(args, name)
         if value < low:
             raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
 
 
-def _index_batches(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int) -> Iterator[np.ndarray]:
+def _index_batches(
+    n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
+) -> Iterator[np.ndarray]:
     """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
     from .._batch_sampler import iter_index_arrays
     from ..sampler import BatchSampler, RandomSampler, SequentialSampler
@@ -67,7 +87,14 @@ def _index_batches(n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
 
 
 def numpy_batches(
-    path: str, n: int, d: int, l: int, batch_size: int, shuffle: bool, seed: int, epoch: int  # noqa: E741
+    path: str,
+    n: int,
+    d: int,
+    l: int,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,  # noqa: E741
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
     mm = np.memmap(path, dtype="<f8", mode="r", offset=HEADER_BYTES, shape=(n, d + l))
@@ -93,14 +120,22 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"{args.file}: has no rows")
     dataset = NdfDataset(file)
     loader = DataLoader(
-        dataset, batch_size=args.batch_size, shuffle=args.shuffle, num_workers=args.num_workers,
-        prefetch_depth=args.prefetch_depth, seed=args.seed,
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=args.shuffle,
+        num_workers=args.num_workers,
+        prefetch_depth=args.prefetch_depth,
+        seed=args.seed,
     )
     row_bytes = (d + l) * 8
-    print(f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)}), access={file.access}")
     print(
-        f"batch_size={args.batch_size} num_workers={args.num_workers} prefetch_depth={args.prefetch_depth} "
-        f"shuffle={args.shuffle} epochs={args.epochs}; {describe_runtime()}"
+        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)}), "
+        f"access={file.access}"
+    )
+    print(
+        f"batch_size={args.batch_size} num_workers={args.num_workers} "
+        f"prefetch_depth={args.prefetch_depth} shuffle={args.shuffle} epochs={args.epochs}; "
+        f"{describe_runtime()}"
     )
     header = f"{'epoch':>6}  {'loader rows/s':>14} {'MB/s':>8}"
     if args.baseline:
@@ -110,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for epoch in range(args.epochs):
             rows = nbytes = 0
-            with progress(args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}") as bar:
+            with progress(
+                args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}"
+            ) as bar:
                 t0 = time.perf_counter()
                 for x, y in loader:
                     rows += x.shape[0]
@@ -124,11 +161,14 @@ def run(args: argparse.Namespace) -> int:
             if args.baseline:
                 t0 = time.perf_counter()
                 rows = nbytes = 0
-                for x, y in numpy_batches(args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch):
+                for x, y in numpy_batches(
+                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch
+                ):
                     rows += x.shape[0]
                     nbytes += x.nbytes + y.nbytes
                 base.append(_rate(rows, nbytes, time.perf_counter() - t0))
-                line += f"  {base[-1][0]:>14,.0f} {base[-1][1]:>8,.0f}  {ours[-1][0] / base[-1][0]:>5.2f}x"
+                ratio = ours[-1][0] / base[-1][0]
+                line += f"  {base[-1][0]:>14,.0f} {base[-1][1]:>8,.0f}  {ratio:>5.2f}x"
             print(line, flush=True)
     finally:
         loader.close()
@@ -137,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
     line = f"{'median':>6}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
     if args.baseline:
         bmed = statistics.median(r for r, _ in base)
-        line += f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
+        line += (
+            f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
+        )
     print(line)
     return 0

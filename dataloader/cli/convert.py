@@ -22,7 +22,14 @@ import argparse
 import os
 import time
 
-from ._common import CliError, describe, add_progress_flag, check_output_path, format_bytes, progress
+from ._common import (
+    CliError,
+    add_progress_flag,
+    check_output_path,
+    describe,
+    format_bytes,
+    progress,
+)
 from ._constants import CSV_CHUNK_ROWS
 from ._read_arrays import open_npy, open_npz
 from ._read_csv import open_csv
@@ -46,7 +53,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--labels",
         metavar="FILE_OR_NAME",
-        help=".npy input: a .npy file of labels, shape (n,) or (n, l); .npz input: the labels' array name",
+        help=".npy input: a .npy file of labels, shape (n,) or (n, l); "
+        ".npz input: the labels' array name",
     )
     p.add_argument("--features", metavar="NAME", help=".npz input: the features' array name")
     p.add_argument(
@@ -58,9 +66,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="label columns, by CSV header name or integer position (negative from the end); "
         "also comma-separated",
     )
-    p.add_argument("--no-header", action="store_true", help="CSV: the first line is data (columns numbered 0..)")
+    p.add_argument(
+        "--no-header",
+        action="store_true",
+        help="CSV: the first line is data (columns numbered 0..)",
+    )
     p.add_argument("--delimiter", default=",", help="CSV: field delimiter (default ',')")
-    p.add_argument("--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block")
+    p.add_argument(
+        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block"
+    )
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     add_progress_flag(p)
@@ -95,8 +109,13 @@ def open_source(args: argparse.Namespace) -> Source:
         raise CliError(f"--delimiter must be one character, got {args.delimiter!r}")
     if args.chunk_rows < 1:
         raise CliError(f"--chunk-rows must be >= 1, got {args.chunk_rows}")
-    return open_csv(args.input, tokens, header=not args.no_header, delimiter=args.delimiter,
-                    chunk_rows=args.chunk_rows)
+    return open_csv(
+        args.input,
+        tokens,
+        header=not args.no_header,
+        delimiter=args.delimiter,
+        chunk_rows=args.chunk_rows,
+    )
 
 
 def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
@@ -112,10 +131,16 @@ def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
     except OSError as exc:
         raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
     try:
-        with writer, progress(
-            show_progress, total=source.progress_total, unit=source.progress_unit,
-            unit_scale=True, desc=f"convert {os.path.basename(source.path)}",
-        ) as bar:
+        with (
+            writer,
+            progress(
+                show_progress,
+                total=source.progress_total,
+                unit=source.progress_unit,
+                unit_scale=True,
+                desc=f"convert {os.path.basename(source.path)}",
+            ) as bar,
+        ):
             for x, y, advance in source.chunks():
                 writer.append(x, y)
                 bar.update(advance)

@@ -25,7 +25,7 @@ from importlib import resources
 
 import numpy as np
 
-from ._common import CliError, describe, add_progress_flag, open_ndf_or_fail, progress
+from ._common import CliError, add_progress_flag, describe, open_ndf_or_fail, progress
 from ._constants import (
     DEMO_BATCH_SIZE,
     DEMO_EPOCHS,
@@ -51,15 +51,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=describe(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)")
+    p.add_argument(
+        "--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)"
+    )
     p.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help=f"default {DEMO_EPOCHS}")
-    p.add_argument("--batch-size", type=int, default=DEMO_BATCH_SIZE, help=f"default {DEMO_BATCH_SIZE}")
-    p.add_argument("--lr", type=float, default=DEMO_LEARNING_RATE, help=f"step size (default {DEMO_LEARNING_RATE})")
+    p.add_argument(
+        "--batch-size", type=int, default=DEMO_BATCH_SIZE, help=f"default {DEMO_BATCH_SIZE}"
+    )
+    p.add_argument(
+        "--lr",
+        type=float,
+        default=DEMO_LEARNING_RATE,
+        help=f"step size (default {DEMO_LEARNING_RATE})",
+    )
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="default adam")
-    p.add_argument("--num-workers", type=int, default=DEMO_NUM_WORKERS, help=f"worker threads (default {DEMO_NUM_WORKERS})")
-    p.add_argument("--test-fraction", type=float, default=DEMO_TEST_FRACTION,
-                   help=f"share of rows held out for testing (default {DEMO_TEST_FRACTION})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split, the shuffling and nothing else (default 0)")
+    p.add_argument(
+        "--num-workers",
+        type=int,
+        default=DEMO_NUM_WORKERS,
+        help=f"worker threads (default {DEMO_NUM_WORKERS})",
+    )
+    p.add_argument(
+        "--test-fraction",
+        type=float,
+        default=DEMO_TEST_FRACTION,
+        help=f"share of rows held out for testing (default {DEMO_TEST_FRACTION})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the split, the shuffling and nothing else (default 0)",
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
@@ -67,7 +90,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> None:
     for name, low in (("epochs", 1), ("batch_size", 1), ("num_workers", 0), ("seed", 0)):
         if getattr(args, name) < low:
-            raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}")
+            raise CliError(
+                f"--{name.replace('_', '-')} must be >= {low}, got {getattr(args, name)}"
+            )
     if not 0 < args.test_fraction < 1:
         raise CliError(f"--test-fraction must be between 0 and 1, got {args.test_fraction}")
     if not args.lr > 0:
@@ -156,29 +181,47 @@ def _train(args: argparse.Namespace, path: str) -> int:
         n, d = file.n, file.d
         n_test = int(round(n * args.test_fraction))
         if n_test < 1 or n - n_test < 1:
-            raise CliError(f"{path}: {n} rows cannot be split into training and test rows "
-                           f"with --test-fraction {args.test_fraction}")
+            raise CliError(
+                f"{path}: {n} rows cannot be split into training and test rows "
+                f"with --test-fraction {args.test_fraction}"
+            )
         perm = np.random.default_rng(args.seed).permutation(n)
         dataset = NdfDataset(file)
         train_set = Subset(dataset, np.sort(perm[n_test:]))
         test_set = Subset(dataset, np.sort(perm[:n_test]))
-        print(f"{n:,} rows: {d} features, {classes} classes; {len(train_set):,} for training, "
-              f"{n_test:,} held out for testing (seed {args.seed})")
+        print(
+            f"{n:,} rows: {d} features, {classes} classes; {len(train_set):,} for training, "
+            f"{n_test:,} held out for testing (seed {args.seed})"
+        )
         mean, std = _feature_stats(train_set, args.num_workers)
         collate = Standardize(mean, std)
-        train = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers,
-                           collate_fn=collate, seed=args.seed)
-        test = DataLoader(test_set, batch_size=1024, num_workers=args.num_workers, collate_fn=collate)
+        train = DataLoader(
+            train_set,
+            batch_size=args.batch_size,
+            shuffle=True,
+            num_workers=args.num_workers,
+            collate_fn=collate,
+            seed=args.seed,
+        )
+        test = DataLoader(
+            test_set, batch_size=1024, num_workers=args.num_workers, collate_fn=collate
+        )
         model = SoftmaxRegression(d, classes, lr=args.lr, optimizer=args.optimizer)
-        print(f"training: {args.epochs} epochs, batch_size={args.batch_size}, {args.optimizer} lr={args.lr}, "
-              f"num_workers={args.num_workers}")
+        print(
+            f"training: {args.epochs} epochs, batch_size={args.batch_size}, "
+            f"{args.optimizer} lr={args.lr}, num_workers={args.num_workers}"
+        )
         accuracy = 0.0
         with train, test:
             for epoch in range(1, args.epochs + 1):
                 losses = []
                 t0 = time.perf_counter()
-                with progress(args.progress, total=len(train), unit="batch",
-                              desc=f"epoch {epoch}/{args.epochs}") as bar:
+                with progress(
+                    args.progress,
+                    total=len(train),
+                    unit="batch",
+                    desc=f"epoch {epoch}/{args.epochs}",
+                ) as bar:
                     for x, y in train:
                         losses.append(model.step(x, y))
                         bar.update()
@@ -192,6 +235,8 @@ def _train(args: argparse.Namespace, path: str) -> int:
                 )
     finally:
         file.close()
-    print(f"final test accuracy: {100 * accuracy:.2f}% on {n_test:,} held-out rows "
-          f"(chance {100 / classes:.0f}%)")
+    print(
+        f"final test accuracy: {100 * accuracy:.2f}% on {n_test:,} held-out rows "
+        f"(chance {100 / classes:.0f}%)"
+    )
     return 0

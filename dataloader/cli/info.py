@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from ._common import CliError, describe, add_progress_flag, format_bytes, open_ndf_or_fail, progress
+from ._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
 from ._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
 from ._stats import block_rows, column_stats
 
@@ -26,11 +26,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=describe(__doc__),
     )
     p.add_argument("file", metavar="FILE.ndf")
-    p.add_argument("--head", type=int, default=INFO_HEAD_ROWS, metavar="ROWS",
-                   help=f"rows to print (default {INFO_HEAD_ROWS})")
-    p.add_argument("--max-columns", type=int, default=INFO_MAX_COLUMNS, metavar="N",
-                   help=f"feature columns listed in the statistics (default {INFO_MAX_COLUMNS}; 0 = all)")
-    p.add_argument("--no-stats", action="store_true", help="skip the statistics (no pass over the file)")
+    p.add_argument(
+        "--head",
+        type=int,
+        default=INFO_HEAD_ROWS,
+        metavar="ROWS",
+        help=f"rows to print (default {INFO_HEAD_ROWS})",
+    )
+    p.add_argument(
+        "--max-columns",
+        type=int,
+        default=INFO_MAX_COLUMNS,
+        metavar="N",
+        help=f"feature columns listed in the statistics (default {INFO_MAX_COLUMNS}; 0 = all)",
+    )
+    p.add_argument(
+        "--no-stats", action="store_true", help="skip the statistics (no pass over the file)"
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
@@ -57,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         if head:
             print(f"first {head} rows:")
             x, y = f.read_rows(np.arange(head))
-            opts = dict(precision=4, threshold=16, edgeitems=4, max_line_width=10**6, suppress_small=True)
+            opts = dict(
+                precision=4, threshold=16, edgeitems=4, max_line_width=10**6, suppress_small=True
+            )
             for i in range(head):
                 line = f"  [{i}] x = {np.array2string(x[i], **opts)}"
                 if l:
@@ -65,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
         if args.no_stats or n == 0:
             return 0
-        with progress(args.progress, total=n, unit="rows", unit_scale=True, desc="statistics") as bar:
+        with progress(
+            args.progress, total=n, unit="rows", unit_scale=True, desc="statistics"
+        ) as bar:
             stats = column_stats(f, bar.update)
     _print_stats(stats, d, l, args.max_columns, block_rows(d, l))
     return 0
@@ -73,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_stats(stats, d: int, l: int, max_columns: int, block: int) -> None:  # noqa: E741
     shown = list(range(d)) if max_columns == 0 or d <= max_columns else list(range(max_columns))
-    print(f"column statistics ({stats.rows:,} rows, streamed in blocks of {min(block, stats.rows):,} rows):")
+    print(
+        f"column statistics ({stats.rows:,} rows, "
+        f"streamed in blocks of {min(block, stats.rows):,} rows):"
+    )
     names = [f"x[{j}]" for j in shown] + [f"y[{j}]" for j in range(l)]
     idx = shown + [d + j for j in range(l)]
     width = max(len(s) for s in names + ["column"])
