@@ -20,6 +20,7 @@ NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_gather": ("c", []),
     "_collate": ("c", []),
+    "_resize": ("c", []),
 }
 
 extensions = [

@@ -25,6 +25,22 @@ from .dataset import (
     random_split,
 )
 from .distributed import DistributedSampler
+from .image import (
+    CenterCrop,
+    Decode,
+    ImageBatch,
+    ImageCollator,
+    ImageFiles,
+    ImageFolder,
+    Normalize,
+    PadTo,
+    RandomCrop,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    Resize,
+    ToCHW,
+    ToFloat,
+)
 from .loader import DataLoader
 from .ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 from .sampler import (
@@ -36,6 +52,7 @@ from .sampler import (
     WeightedRandomSampler,
 )
 from .shard import ShardSampler
+from .transforms import Compose, Transform
 
 try:
     __version__ = version("dataloader")
@@ -46,21 +63,37 @@ __all__ = [
     "ArrayDataset",
     "BatchSampler",
     "BatchedItems",
+    "CenterCrop",
     "ChainDataset",
+    "Compose",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "Decode",
     "DistributedSampler",
+    "ImageBatch",
+    "ImageCollator",
+    "ImageFiles",
+    "ImageFolder",
     "IterableDataset",
     "NdfDataset",
     "NdfFile",
     "NdfWriter",
+    "Normalize",
+    "PadTo",
+    "RandomCrop",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
     "RandomSampler",
+    "Resize",
     "Sampler",
     "SequentialSampler",
     "ShardSampler",
     "Subset",
     "SubsetRandomSampler",
+    "ToCHW",
+    "ToFloat",
+    "Transform",
     "WeightedRandomSampler",
     "WorkerInfo",
     "default_collate",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorkerInfo", "get_worker_info", "item_rng", "epoch_seed"]
+__all__ = ["WorkerInfo", "current_item_index", "epoch_seed", "get_worker_info", "item_rng"]
 
 _local = threading.local()
 
@@ -45,6 +45,15 @@ def get_worker_info() -> WorkerInfo | None:
     Thread-safety: each thread sees its own value.
     """
     return getattr(_local, "worker", None)
+
+
+def current_item_index() -> int | None:
+    """The dataset index of the item the loader is processing on this thread, or None.
+
+    Set by the loader around ``__getitem__`` and ``transform`` calls (not around a
+    batched ``__getitems__``), so error messages can name the failing item.
+    """
+    return getattr(_local, "index", None)
 
 
 def epoch_seed(base_seed: int, epoch: int) -> int:
@@ -101,6 +110,20 @@ def _set_epoch_key(key: tuple[int, int] | None) -> None:
 
 def _set_index(index: int | None) -> None:
     _local.index = index
+
+
+def _swap_epoch_key(key: tuple[int, int] | None) -> tuple[int, int] | None:
+    """Set this thread's epoch key; return the previous one (to restore it afterwards)."""
+    previous = getattr(_local, "epoch_key", None)
+    _local.epoch_key = key
+    return previous
+
+
+def _swap_index(index: int | None) -> int | None:
+    """Set this thread's current item index; return the previous one (to restore it)."""
+    previous = getattr(_local, "index", None)
+    _local.index = index
+    return previous
 
 
 def _snapshot() -> tuple[Any, Any]:

@@ -74,8 +74,19 @@ class Fetcher:
         self._epoch_key = epoch_key
 
     def __call__(self, indices: Any) -> Any:
-        """Return the collated batch for ``indices`` (raises what the dataset raises)."""
-        _context._set_epoch_key(self._epoch_key)
+        """Return the collated batch for ``indices`` (raises what the dataset raises).
+
+        The thread's ``item_rng`` context is set for the call and restored afterwards,
+        so the consumer thread (``num_workers=0``) keeps no trace of the epoch and a
+        loader iterated inside ``__getitem__`` leaves the outer item's context intact.
+        """
+        saved = _context._swap_epoch_key(self._epoch_key)
+        try:
+            return self._build(indices)
+        finally:
+            _context._set_epoch_key(saved)
+
+    def _build(self, indices: Any) -> Any:
         if not self._auto:
             return self._collate(self.fetch_item(indices))
         if self._k > 1 and self._lanes is not None:
@@ -94,24 +105,25 @@ class Fetcher:
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
-        _context._set_index(index)
+        saved = _context._swap_index(index)
         try:
             item = self._dataset[index]
             if self._transform is not None:
                 item = self._transform(item)
             return item
         finally:
-            _context._set_index(None)
+            _context._set_index(saved)
 
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
         if len(items) != len(indices):
             raise ValueError(f"__getitems__ returned {len(items)} items for {len(indices)} indices")
         out = []
         transform = self._transform
+        saved = _context._swap_index(None)
         try:
             for index, item in zip(indices, items):
                 _context._set_index(index)
                 out.append(transform(item))
         finally:
-            _context._set_index(None)
+            _context._set_index(saved)
         return out

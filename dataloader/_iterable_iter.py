@@ -7,11 +7,17 @@ items once per worker).  Each worker batches and collates its own items.  With
 0, 1, ..., skipping workers that are done), which is PyTorch's order; with
 ``in_order=False`` it takes whichever batch is ready first.
 
-At most ``num_workers + prefetch_depth`` batches wait (per worker
-``ceil(window / num_workers)`` in order).  An exception from the dataset's
-iterator or from ``collate_fn`` is raised for its batch; the worker then goes
-on calling ``next()`` on its iterator (a generator that raised is finished,
-which ends that worker), as PyTorch's workers do.
+At most ``num_workers + prefetch_depth`` batches (the window) are being built
+or wait, as for map-style epochs: a worker takes a permit from a budget before
+it builds a batch, and the consumer gives it back when it takes the batch.  In
+order, each worker has its own share of the window (``window // num_workers``,
+the remainder to the first workers; ``prefetch_factor`` each when it is given,
+torch's bound); out of order the workers share one budget.
+
+An exception from the dataset's iterator or from ``collate_fn`` is raised for
+its batch; the worker then goes on calling ``next()`` on its iterator (a
+generator that raised is finished, which ends that worker), as PyTorch's
+workers do.  A stream ends at its first ``StopIteration``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,20 @@ from ._worker import WorkerPool, start_worker
 __all__ = ["IterableBatcher", "IterableSequentialIterator", "IterableWorkerIterator"]
 
 _END = object()
+
+
+class _Stream:
+    """One ``iter(dataset)``, ended for good at its first ``StopIteration``.
+
+    As in PyTorch, an iterator that would yield again after ``StopIteration`` is
+    not asked again: the batch cut short by ``StopIteration`` is the last one.
+    """
+
+    __slots__ = ("it", "ended")
+
+    def __init__(self, it: Any) -> None:
+        self.it = it
+        self.ended = False
 
 
 class IterableBatcher:
@@ -58,10 +78,22 @@ class IterableBatcher:
         self.transform = transform
         self.epoch_key = epoch_key
 
-    def next_batch(self, it: Any) -> Any:
-        """The next batch (or ``Failure``) from ``it``, or ``_END`` when it is exhausted."""
-        _context._set_epoch_key(self.epoch_key)
+    def next_batch(self, stream: _Stream) -> Any:
+        """The next batch (or ``Failure``) from ``stream``, or ``_END`` when it has ended.
+
+        The thread's ``item_rng`` epoch is set for the call and restored afterwards.
+        """
+        if stream.ended:
+            return _END
+        saved = _context._swap_epoch_key(self.epoch_key)
+        try:
+            return self._next_batch(stream)
+        finally:
+            _context._set_epoch_key(saved)
+
+    def _next_batch(self, stream: _Stream) -> Any:
         transform = self.transform
+        it = stream.it
         try:
             if self.batch_size is None:
                 item = next(it)
@@ -72,10 +104,12 @@ class IterableBatcher:
                     item = next(it)
                     items.append(transform(item) if transform is not None else item)
             except StopIteration:
+                stream.ended = True
                 if not items or self.drop_last:
                     return _END
             return self.collate_fn(items)
-        except StopIteration:
+        except StopIteration:  # from the iterator, or raised by transform/collate_fn as in torch
+            stream.ended = True
             return _END
         except BaseException as exc:
             return Failure(exc)
@@ -87,10 +121,10 @@ class IterableSequentialIterator(EpochIterator):
     def __init__(self, dataset: Any, batcher: IterableBatcher, length: int | None) -> None:
         self._length = length
         self._batcher: IterableBatcher | None = batcher
-        self._it: Any = None
+        self._it: _Stream | None = None
         self._start_error: BaseException | None = None
         try:
-            self._it = iter(dataset)
+            self._it = _Stream(iter(dataset))
         except Exception as exc:
             self._start_error = exc
 
@@ -134,32 +168,39 @@ class _IterableEpoch:
         self.cancelled = threading.Event()
         self.active = n
         self.idle = threading.Condition(threading.Lock())
+        # Every entry of a queue holds one permit of its worker's budget (see the
+        # module docstring), so the queues need no bound of their own.
         if in_order:
-            per_worker = -(-window // n)
-            self.queues = [queue.Queue(per_worker) for _ in range(n)]
+            share, extra = divmod(window, n)
+            self.budgets = [threading.Semaphore(share + (w < extra)) for w in range(n)]
+            self.queues: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(n)]
         else:
-            shared: queue.Queue[Any] = queue.Queue(window)
-            self.queues = [shared] * n
+            self.budgets = [threading.Semaphore(window)] * n
+            self.queues = [queue.SimpleQueue()] * n
 
     def work(self, worker_id: int) -> None:
         try:
-            if self.cancelled.is_set():
-                return
             seed, dataset, init_fn, persistent = self.worker_setup
             batcher = self.batcher
             out = self.queues[worker_id]
+            budget = self.budgets[worker_id]
             try:
+                # Like a torch worker process, every worker runs worker_init_fn at the
+                # start of the epoch, also when the epoch was closed before it woke up.
                 start_worker(
                     worker_id, self.pool.num_workers, seed + worker_id, dataset, init_fn,
                     self.pool.needs_init(worker_id, persistent),
                 )
-                it = iter(dataset)
+                if self.cancelled.is_set():
+                    return
+                it = _Stream(iter(dataset))
             except BaseException as exc:
-                self._put(out, (worker_id, Failure(exc)))
-                self._put(out, (worker_id, _END))
+                for entry in (Failure(exc), _END):
+                    if not (self._acquire(budget) and self._put(out, (worker_id, entry))):
+                        break
                 return
             del dataset, init_fn
-            while not self.cancelled.is_set():
+            while self._acquire(budget):
                 payload = batcher.next_batch(it)  # type: ignore[union-attr]
                 if not self._put(out, (worker_id, payload)) or payload is _END:
                     break
@@ -171,17 +212,23 @@ class _IterableEpoch:
                 self.active -= 1
                 self.idle.notify_all()
 
-    def _put(self, out: queue.Queue[Any], entry: Any) -> bool:
+    def _acquire(self, budget: threading.Semaphore) -> bool:
+        """Take a permit to build one batch; False once the epoch is cancelled."""
         while not self.cancelled.is_set():
-            try:
-                out.put(entry, timeout=WAIT_SLICE_S)
-                return True
-            except queue.Full:
-                continue
+            if budget.acquire(timeout=WAIT_SLICE_S):
+                return not self.cancelled.is_set()
         return False
+
+    def _put(self, out: queue.SimpleQueue[Any], entry: Any) -> bool:
+        if self.cancelled.is_set():
+            return False
+        out.put(entry)
+        return True
 
     def close(self) -> None:
         self.cancelled.set()
+        for budget in {id(b): b for b in self.budgets}.values():
+            budget.release(self.pool.num_workers)  # wake the workers waiting for a permit
         for q in self.queues:
             _drain(q)
         if not self.pool.owns_current_thread():
@@ -195,7 +242,7 @@ class _IterableEpoch:
         self.worker_setup = (0, None, None, False)
 
 
-def _drain(q: queue.Queue[Any]) -> None:
+def _drain(q: queue.SimpleQueue[Any]) -> None:
     while True:
         try:
             q.get_nowait()
@@ -224,6 +271,7 @@ class IterableWorkerIterator(EpochIterator):
         self._epoch = _IterableEpoch(pool, dataset, batcher, window, in_order, worker_setup)
         self._live = list(range(pool.num_workers))
         self._turn = 0
+        self._taken = 0  # batches (and errors) returned so far: the next one's number
         pool.run(self._epoch)
 
     def __next__(self) -> Any:
@@ -234,9 +282,12 @@ class IterableWorkerIterator(EpochIterator):
             if self._in_order:
                 worker = self._live[self._turn % len(self._live)]
                 q = self._epoch.queues[worker]
+                source = f"from worker {worker}"
             else:
                 q = self._epoch.queues[0]
-            worker, payload = self._get(q)
+                source = "from any worker"
+            worker, payload = self._get(q, source)
+            self._epoch.budgets[worker].release()
             if payload is _END:
                 i = self._live.index(worker)
                 self._live.remove(worker)
@@ -245,11 +296,12 @@ class IterableWorkerIterator(EpochIterator):
                 continue
             if self._in_order:
                 self._turn = (self._live.index(worker) + 1) % len(self._live)
+            self._taken += 1
             if isinstance(payload, Failure):
                 payload.reraise()
             return payload
 
-    def _get(self, q: queue.Queue[Any]) -> Any:
+    def _get(self, q: queue.SimpleQueue[Any], source: str) -> Any:
         start = time.monotonic()
         while True:
             try:
@@ -257,7 +309,8 @@ class IterableWorkerIterator(EpochIterator):
             except queue.Empty:
                 if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
                     raise TimeoutError(
-                        f"no batch was ready after timeout={self._timeout_s} s"
+                        f"batch {self._taken} ({source}) was not ready after "
+                        f"timeout={self._timeout_s} s"
                     ) from None
 
     def close(self) -> None:

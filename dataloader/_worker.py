@@ -9,7 +9,9 @@ so an idle pool holds no dataset.
 Worker state follows PyTorch: before a thread works on an epoch, it gets that
 epoch's ``WorkerInfo`` (so ``get_worker_info()`` works) and, with
 ``persistent_workers=False``, runs ``worker_init_fn(worker_id)``; with
-``persistent_workers=True`` it runs ``worker_init_fn`` only on its first epoch.
+``persistent_workers=True`` it runs ``worker_init_fn`` only on its first epoch
+and keeps that epoch's ``get_worker_info().seed`` for the pool's life (a torch
+worker process is seeded once).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
 from ._lanes import LanePool
 
 __all__ = ["EpochJob", "WorkerPool", "start_worker"]
+
+# State of the calling worker thread across epochs.  A worker thread belongs to
+# one pool for its whole life, so this is per-pool worker state: ``seed`` is the
+# seed of the epoch in which the thread last initialised successfully.
+_thread_state = threading.local()
 
 
 class EpochJob(Protocol):
@@ -60,7 +67,6 @@ class WorkerPool:
             for i in range(num_workers)
         ]
         self._idents: frozenset[int | None] = frozenset()
-        self._initialized: set[int] = set()
         for t in self._threads:
             t.start()
         self._idents = frozenset(t.ident for t in self._threads)
@@ -78,15 +84,11 @@ class WorkerPool:
     def needs_init(self, worker_id: int, persistent: bool) -> bool:
         """Whether worker ``worker_id`` runs ``worker_init_fn`` now.
 
-        Every epoch without ``persistent_workers``; with it, once per thread for
-        the pool's life.  Each worker id is only touched by its own thread.
+        Every epoch without ``persistent_workers``; with it, until it has once
+        succeeded on this thread (a failed ``worker_init_fn`` is tried again the
+        next epoch).  Call it on the worker's own thread.
         """
-        if not persistent:
-            return True
-        if worker_id in self._initialized:
-            return False
-        self._initialized.add(worker_id)
-        return True
+        return not persistent or getattr(_thread_state, "seed", None) is None
 
     def run(self, job: EpochJob) -> None:
         """Give every worker thread ``job``; returns at once."""
@@ -160,9 +162,17 @@ def start_worker(
 ) -> None:
     """Install this epoch's ``WorkerInfo`` on the calling thread and run ``worker_init_fn``.
 
+    ``seed`` is this epoch's seed for the worker.  Without ``run_init`` (a
+    persistent worker that is already initialised) the thread keeps the seed of
+    the epoch it was initialised in, as a torch persistent worker does.
+
     Exceptions from ``worker_init_fn`` propagate to the caller (the epoch job
     carries them to the consumer).
     """
+    if not run_init:
+        seed = getattr(_thread_state, "seed", seed)
     _context._set_worker(_context.WorkerInfo(worker_id, num_workers, seed, dataset))
-    if run_init and worker_init_fn is not None:
-        worker_init_fn(worker_id)
+    if run_init:
+        if worker_init_fn is not None:
+            worker_init_fn(worker_id)
+        _thread_state.seed = seed

@@ -240,7 +240,12 @@ def test_keyboard_interrupt_in_the_consumer_does_not_hang_the_process(tmp_path):
         "    raise\n"
     )
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    import os
+
+    import dataloader
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(dataloader.__file__)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, env=env)
     assert "interrupted" in proc.stdout, proc.stderr
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
     assert time.monotonic() - start < 30  # not stuck behind the 10 s items for long
