@@ -9,6 +9,7 @@ import os
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("DATALOADER_DEBUG", "") not in ("", "0")
 
@@ -35,7 +36,27 @@ extensions = [
     if os.path.exists(f"dataloader/_native/{name}.pyx")
 ]
 
+
+class build_ext_also_in_place(build_ext):  # noqa: N801 - setuptools command naming
+    """Build as usual, then also copy the extensions into the source tree.
+
+    ``python -m dataloader ...`` and ``python -m pytest`` put the current folder first on
+    ``sys.path``; run from the repository root after ``pip install .``, they import the
+    source tree's ``dataloader``, which would have no compiled ``_native`` modules.  The
+    copy is what ``build_ext --inplace`` makes; a read-only source tree only loses it.
+    """
+
+    def run(self) -> None:
+        super().run()
+        if not self.inplace:
+            try:
+                self.copy_extensions_to_source()
+            except OSError as exc:
+                print(f"note: extensions not copied into the source tree: {exc}")
+
+
 setup(
+    cmdclass={"build_ext": build_ext_also_in_place},
     ext_modules=cythonize(
         extensions,
         compiler_directives={

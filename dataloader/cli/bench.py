@@ -1,0 +1,184 @@
+"""``python -m dataloader bench FILE.ndf``: loader throughput against a plain NumPy loop.
+
+Every epoch runs twice over the same batches of row indices: once through
+``DataLoader(NdfDataset(FILE))`` (worker threads, native gathering), once
+through a plain NumPy loop, ``numpy.memmap(FILE)[batch]``.  Both yield every
+row of the file as float64; both include drawing the indices.  Printed per
+epoch: rows/s and MB/s (10**6 bytes of float64 delivered) of each, and the
+loader's ratio to the NumPy loop (> 1: the loader is faster).  The first epoch
+may read the file from disk; later ones usually come from the page cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from ._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
+from ._runtime import describe_runtime
+
+__all__ = ["add_parser", "numpy_batches", "run"]
+
+HEADER_BYTES = 28  # the .ndf header: magic + n, d, l as u64 (dataloader.ndf)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "bench",
+        help="time epochs of DataLoader(NdfDataset) against a plain NumPy loop",
+        description=describe(__doc__),
+    )
+    p.add_argument("file", metavar="FILE.ndf")
+    p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
+    p.add_argument(
+        "--num-workers", type=int, default=2, help="worker threads (default 2; 0 = none)"
+    )
+    p.add_argument(
+        "--prefetch-depth", type=int, default=2, help="batches beyond one per worker (default 2)"
+    )
+    p.add_argument(
+        "--shuffle",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="shuffle the rows every epoch (default: in file order)",
+    )
+    p.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="shuffling seed (default 0)")
+    p.add_argument(
+        "--baseline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time the plain NumPy loop (default: yes)",
+    )
+    add_progress_flag(p)
+    p.set_defaults(run=run)
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name, low in (
+        ("batch_size", 1),
+        ("num_workers", 0),
+        ("prefetch_depth", 0),
+        ("epochs", 1),
+        ("seed", 0),
+    ):
+        value = getattr(args, name)
+        if value < low:
+            raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+
+
+def _index_batches(
+    n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
+) -> Iterator[np.ndarray]:
+    """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
+    from .._batch_sampler import iter_index_arrays
+    from ..sampler import BatchSampler, RandomSampler, SequentialSampler
+
+    if shuffle:
+        sampler = RandomSampler(range(n), generator=seed)
+        sampler.set_epoch(epoch)
+    else:
+        sampler = SequentialSampler(range(n))
+    return iter_index_arrays(BatchSampler(sampler, batch_size, False))
+
+
+def numpy_batches(
+    path: str,
+    n: int,
+    d: int,
+    l: int,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,  # noqa: E741
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
+    mm = np.memmap(path, dtype="<f8", mode="r", offset=HEADER_BYTES, shape=(n, d + l))
+    for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
+        rows = mm[idx]
+        yield rows[:, :d], rows[:, d:]
+
+
+def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
+    s = max(seconds, 1e-9)
+    return rows / s, nbytes / s / 1e6
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..loader import DataLoader
+    from ..ndf import NdfDataset
+
+    _check(args)
+    file = open_ndf_or_fail(args.file)
+    n, d, l = file.n, file.d, file.l  # noqa: E741
+    if n == 0:
+        file.close()
+        raise CliError(f"{args.file}: has no rows")
+    dataset = NdfDataset(file)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=args.shuffle,
+        num_workers=args.num_workers,
+        prefetch_depth=args.prefetch_depth,
+        seed=args.seed,
+    )
+    row_bytes = (d + l) * 8
+    print(
+        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)}), "
+        f"access={file.access}"
+    )
+    print(
+        f"batch_size={args.batch_size} num_workers={args.num_workers} "
+        f"prefetch_depth={args.prefetch_depth} shuffle={args.shuffle} epochs={args.epochs}; "
+        f"{describe_runtime()}"
+    )
+    header = f"{'epoch':>6}  {'loader rows/s':>14} {'MB/s':>8}"
+    if args.baseline:
+        header += f"  {'numpy rows/s':>14} {'MB/s':>8}  {'ratio':>6}"
+    print(header)
+    ours, base = [], []
+    try:
+        for epoch in range(args.epochs):
+            rows = nbytes = 0
+            with progress(
+                args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}"
+            ) as bar:
+                t0 = time.perf_counter()
+                for x, y in loader:
+                    rows += x.shape[0]
+                    nbytes += x.nbytes + y.nbytes
+                    bar.update()
+                seconds = time.perf_counter() - t0
+            if rows != n:
+                raise RuntimeError(f"the loader delivered {rows} rows of {n}")
+            ours.append(_rate(rows, nbytes, seconds))
+            line = f"{epoch + 1:>6}  {ours[-1][0]:>14,.0f} {ours[-1][1]:>8,.0f}"
+            if args.baseline:
+                t0 = time.perf_counter()
+                rows = nbytes = 0
+                for x, y in numpy_batches(
+                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch
+                ):
+                    rows += x.shape[0]
+                    nbytes += x.nbytes + y.nbytes
+                base.append(_rate(rows, nbytes, time.perf_counter() - t0))
+                ratio = ours[-1][0] / base[-1][0]
+                line += f"  {base[-1][0]:>14,.0f} {base[-1][1]:>8,.0f}  {ratio:>5.2f}x"
+            print(line, flush=True)
+    finally:
+        loader.close()
+        file.close()
+    med = statistics.median(r for r, _ in ours)
+    line = f"{'median':>6}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
+    if args.baseline:
+        bmed = statistics.median(r for r, _ in base)
+        line += (
+            f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
+        )
+    print(line)
+    return 0

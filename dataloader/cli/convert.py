@@ -1,0 +1,169 @@
+"""``python -m dataloader convert INPUT OUTPUT.ndf``: a table to an ``.ndf`` row file.
+
+Inputs (chosen by the file name, or ``--format``):
+
+* ``.npy`` features, with optional labels ``--labels y.npy``;
+* ``.npz`` named arrays: ``--features NAME`` (default: the first of x, X,
+  features, data in the archive, or its only array) and ``--labels NAME``
+  (default: the first of y, Y, labels, target, or no labels);
+* ``.csv`` / ``.csv.gz`` with a header line of column names and numeric
+  values; ``--label-columns`` picks the label columns by name.
+
+``--label-columns`` also takes integer column positions (negative from the
+end), for every format.  The input is read and written in blocks, so a file
+larger than memory converts in bounded memory.  Output is written by
+``NdfWriter`` under a temporary name and renamed at the end: on any error
+(bad value, Ctrl-C) no output file is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from ._common import (
+    CliError,
+    add_progress_flag,
+    check_output_path,
+    describe,
+    format_bytes,
+    progress,
+)
+from ._constants import CSV_CHUNK_ROWS
+from ._read_arrays import open_npy, open_npz
+from ._read_csv import open_csv
+from ._source import Source
+
+__all__ = ["add_parser", "run", "open_source", "write_ndf"]
+
+FORMATS = ("npy", "npz", "csv")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "convert",
+        help="convert .npy / .npz / .csv to an .ndf row file",
+        description=describe(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("input", metavar="INPUT", help="input file: .npy, .npz, .csv or .csv.gz")
+    p.add_argument("output", metavar="OUTPUT.ndf", help="output file (written atomically)")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: from INPUT's suffix)")
+    p.add_argument(
+        "--labels",
+        metavar="FILE_OR_NAME",
+        help=".npy input: a .npy file of labels, shape (n,) or (n, l); "
+        ".npz input: the labels' array name",
+    )
+    p.add_argument("--features", metavar="NAME", help=".npz input: the features' array name")
+    p.add_argument(
+        "--label-columns",
+        metavar="COL",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="label columns, by CSV header name or integer position (negative from the end); "
+        "also comma-separated",
+    )
+    p.add_argument(
+        "--no-header",
+        action="store_true",
+        help="CSV: the first line is data (columns numbered 0..)",
+    )
+    p.add_argument("--delimiter", default=",", help="CSV: field delimiter (default ',')")
+    p.add_argument(
+        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block"
+    )
+    p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    add_progress_flag(p)
+    p.set_defaults(run=run)
+
+
+def detect_format(path: str) -> str:
+    lower = path.lower()
+    for suffix, fmt in ((".npy", "npy"), (".npz", "npz"), (".csv", "csv"), (".csv.gz", "csv")):
+        if lower.endswith(suffix):
+            return fmt
+    raise CliError(f"cannot tell the format of {path} from its name; pass --format npy|npz|csv")
+
+
+def open_source(args: argparse.Namespace) -> Source:
+    """Open ``args.input`` as a :class:`Source` (raises :class:`CliError`)."""
+    fmt = args.format or detect_format(args.input)
+    tokens = [t for tok in args.label_columns for t in tok.split(",") if t]
+    if not os.path.exists(args.input):
+        raise CliError(f"cannot open {args.input}: No such file or directory")
+    if os.path.isdir(args.input):
+        raise CliError(f"{args.input} is a directory")
+    if fmt != "npz" and args.features is not None:
+        raise CliError("--features NAME applies to .npz input only")
+    if fmt == "npy":
+        return open_npy(args.input, args.labels, tokens)
+    if fmt == "npz":
+        return open_npz(args.input, args.features, args.labels, tokens)
+    if args.labels is not None:
+        raise CliError("CSV input: pick label columns with --label-columns, not --labels")
+    if len(args.delimiter) != 1:
+        raise CliError(f"--delimiter must be one character, got {args.delimiter!r}")
+    if args.chunk_rows < 1:
+        raise CliError(f"--chunk-rows must be >= 1, got {args.chunk_rows}")
+    return open_csv(
+        args.input,
+        tokens,
+        header=not args.no_header,
+        delimiter=args.delimiter,
+        chunk_rows=args.chunk_rows,
+    )
+
+
+def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
+    """Write every row of ``source`` to ``output``; return the number of rows.
+
+    Raises:
+        CliError: bad data in the input, or no rows; ``output`` is then left untouched.
+    """
+    from ..ndf import NdfWriter
+
+    try:
+        writer = NdfWriter(output, source.d, source.l)
+    except OSError as exc:
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+    try:
+        with (
+            writer,
+            progress(
+                show_progress,
+                total=source.progress_total,
+                unit=source.progress_unit,
+                unit_scale=True,
+                desc=f"convert {os.path.basename(source.path)}",
+            ) as bar,
+        ):
+            for x, y, advance in source.chunks():
+                writer.append(x, y)
+                bar.update(advance)
+            if writer.n == 0:
+                raise CliError(f"{source.path}: has no data rows")
+    except OSError as exc:  # the readers turn their own errors into CliError
+        raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+    return writer.n
+
+
+def run(args: argparse.Namespace) -> int:
+    check_output_path(args.output, [args.input, args.labels], args.force)
+    t0 = time.perf_counter()
+    source = open_source(args)
+    try:
+        n = write_ndf(source, args.output, args.progress)
+    finally:
+        source.close()
+    elapsed = time.perf_counter() - t0
+    if not args.quiet:
+        size = os.path.getsize(args.output)
+        print(
+            f"wrote {args.output}: n={n:,} rows, d={source.d} features, l={source.l} labels, "
+            f"{format_bytes(size)} in {elapsed:.2f} s ({n / max(elapsed, 1e-9):,.0f} rows/s)"
+        )
+    return 0

@@ -1,0 +1,93 @@
+"""``dataloader bench``: loader epochs against a plain NumPy loop (cli/bench.py)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import dataloader.ndf as ndf
+from dataloader import DataLoader
+from dataloader.__main__ import main
+from dataloader.cli.bench import numpy_batches
+
+
+@pytest.fixture
+def path(tmp_path):
+    rng = np.random.default_rng(5)
+    p = tmp_path / "b.ndf"
+    ndf.save_ndf(p, rng.standard_normal((1000, 4)), rng.standard_normal((1000, 2)))
+    return p
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_numpy_loop_reads_the_same_batches_as_the_loader(path, shuffle):
+    loader = DataLoader(ndf.NdfDataset(path), batch_size=64, shuffle=shuffle, num_workers=2, seed=7)
+    for epoch in range(2):
+        ours = list(loader)
+        theirs = list(numpy_batches(str(path), 1000, 4, 2, 64, shuffle, 7, epoch))
+        assert len(ours) == len(theirs) == 16
+        for (x, y), (bx, by) in zip(ours, theirs, strict=True):
+            np.testing.assert_array_equal(x, bx)
+            np.testing.assert_array_equal(y, by)
+    loader.close()
+
+
+@pytest.mark.timeout(60)
+def test_bench_prints_epochs_and_ratio(path, capsys):
+    assert main(["bench", str(path), "--epochs", "2", "--batch-size", "100", "--shuffle"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000 rows x 6 float64" in out
+    lines = re.findall(
+        r"^\s*(\d+|median)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)x$", out, re.M
+    )
+    assert [m[0] for m in lines] == ["1", "2", "median"]
+    for m in lines:
+        assert int(m[1].replace(",", "")) > 0 and float(m[5]) > 0
+
+
+@pytest.mark.timeout(60)
+def test_bench_without_baseline_and_without_workers(path, capsys):
+    assert (
+        main(
+            [
+                "bench",
+                str(path),
+                "--epochs",
+                "1",
+                "--num-workers",
+                "0",
+                "--no-baseline",
+                "--progress",
+            ]
+        )
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert "ratio" not in captured.out
+    assert "median" in captured.out
+    assert "epoch 1" in captured.err  # the tqdm bar
+
+
+@pytest.mark.parametrize(
+    ("opts", "needle"),
+    [
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--epochs", "0"], "--epochs must be >= 1"),
+        (["--num-workers", "-1"], "--num-workers must be >= 0"),
+    ],
+)
+def test_bench_bad_options(path, capsys, opts, needle):
+    assert main(["bench", str(path), *opts]) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_bench_bad_files(tmp_path, capsys):
+    assert main(["bench", str(tmp_path / "nope.ndf")]) == 2
+    assert "cannot open" in capsys.readouterr().err
+    with ndf.NdfWriter(tmp_path / "empty.ndf", 3):
+        pass
+    assert main(["bench", str(tmp_path / "empty.ndf")]) == 2
+    assert "has no rows" in capsys.readouterr().err
