@@ -85,8 +85,10 @@ class DataLoader(Generic[T_co]):
             epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
             from the OS at construction.
 
-    Thread-safety: one epoch runs at a time per loader; ``iter(loader)`` closes
-    the loader's previous iterator if it is still open.  Iterate from one thread.
+    Thread-safety: epochs are independent (nested loops and ``zip(loader, loader)``
+    work, as in PyTorch); the loader's threads serve one epoch at a time and an
+    epoch started while another is open gets threads of its own.  Iterate each
+    epoch from one thread; ``close()`` may be called from any thread.
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
