@@ -9,6 +9,7 @@ caught here: the worker loop carries them (``Failure``) to the consumer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any
 
 from . import _context
@@ -22,19 +23,23 @@ class Failure:
 
     The exception object keeps its original type and traceback; ``reraise``
     raises it on the consumer thread, where Python appends the consumer's frames.
+    Each raise starts again from the traceback the worker caught, so one exception
+    carried for several batches (a failing ``worker_init_fn``) does not grow.
     """
 
-    __slots__ = ("exc",)
+    __slots__ = ("exc", "tb")
 
-    def __init__(self, exc: BaseException) -> None:
+    def __init__(self, exc: BaseException, tb: TracebackType | None = None) -> None:
         self.exc = exc
+        self.tb = tb if tb is not None else exc.__traceback__
 
     def reraise(self) -> None:
-        exc, self.exc = self.exc, None
+        exc, tb = self.exc, self.tb
+        self.exc = self.tb = None  # type: ignore[assignment]
         try:
-            raise exc
+            raise exc.with_traceback(tb)
         finally:
-            del exc
+            del exc, tb
 
 
 class Fetcher:

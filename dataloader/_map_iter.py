@@ -151,6 +151,7 @@ class _Epoch:
             fetch = self.fetch
             seed, dataset, init_fn, persistent = self.worker_setup
             init_error: BaseException | None = None
+            init_tb = None
             try:
                 start_worker(
                     worker_id,
@@ -162,13 +163,13 @@ class _Epoch:
                 )
             except BaseException as exc:
                 # A failing worker_init_fn fails every batch this worker builds.
-                init_error = exc
+                init_error, init_tb = exc, exc.__traceback__
             del dataset, init_fn
             tasks, results, size = self.tasks, self.results, self.size
             while (k := window.claim()) >= 0:
                 slot = k % size
                 if init_error is not None:
-                    result: Any = Failure(init_error)
+                    result: Any = Failure(init_error, init_tb)
                 else:
                     try:
                         result = fetch(tasks[slot])  # type: ignore[misc]

@@ -237,3 +237,22 @@ def test_pool_threads_are_named_daemons_and_stop_on_shutdown():
     assert not pool.alive
     with pytest.raises(RuntimeError, match="shut down"):
         pool.run(object())
+
+
+def test_a_failing_worker_init_fn_keeps_one_traceback_per_batch():
+    import traceback
+
+    def init(worker_id):
+        raise OSError("init failed")
+
+    loader = DataLoader(list(range(40)), batch_size=1, num_workers=1, worker_init_fn=init)
+    it = iter(loader)
+    errors = []
+    for _ in range(10):
+        try:
+            next(it)
+        except OSError as exc:
+            errors.append(len(traceback.extract_tb(exc.__traceback__)))
+    it.close()
+    loader.close()
+    assert len(errors) == 10 and len(set(errors)) == 1  # the same depth every batch, not growing
