@@ -62,8 +62,14 @@ class DataLoader(Generic[T_co]):
             torch raises); 0 waits without limit.  Like PyTorch, it has no
             effect with ``num_workers=0`` (the batch is built by ``next()`` itself).
         worker_init_fn: called as ``worker_init_fn(worker_id)`` on each worker
-            thread at the start of every epoch (once per thread with
-            ``persistent_workers=True``), after ``get_worker_info()`` is set.
+            thread at the start of every epoch, after ``get_worker_info()`` is set;
+            with ``persistent_workers=True`` once per thread for the loader's life
+            (tried again next epoch if it raised), and the worker keeps the seed of
+            that epoch, as a torch worker process does.  Its exception is raised by
+            ``next()`` for each batch that worker would have built.  For an
+            ``IterableDataset`` each worker thread iterates its own shallow copy
+            (``copy.copy``), which ``worker_init_fn`` may configure through
+            ``get_worker_info().dataset``.
         generator: a ``numpy.random.Generator``; the loader draws its base seed from
             it once, at construction (mutually exclusive with ``seed``).
         prefetch_factor: PyTorch's batches in flight per worker: sets the window to
