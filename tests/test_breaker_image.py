@@ -27,7 +27,6 @@ def _run_isolated(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="image/batch.py:99-104 _Buffer stores the raw address as an int; deepcopy/pickle copy the array but keep the old address -> ImageBatch.__array_interface__ points at freed memory (SIGSEGV)")
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("reuse", [0, 1])
 def test_deepcopy_of_batch_outlives_original(reuse: int) -> None:
@@ -49,7 +48,6 @@ assert a.shape == (8, 3, 256, 256) and (a == 9).all(), np.unique(a)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
 
 
-@pytest.mark.xfail(strict=True, reason="image/batch.py:99-104 _Buffer pickles its stale address (and a pool with an RLock: TypeError)")
 def test_pickled_batch_owns_its_pixels() -> None:
     b = ImageCollator(reuse_buffers=1)([np.full((4, 5, 3), 3, np.uint8)] * 2)
     p = pickle.loads(pickle.dumps(b))
