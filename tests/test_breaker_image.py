@@ -56,7 +56,6 @@ def test_pickled_batch_owns_its_pixels() -> None:
     assert (np.asarray(p) == 3).all() and np.asarray(p).shape == (2, 3, 4, 5)
 
 
-@pytest.mark.xfail(strict=True, reason="_native/_collate.pyx:220 (_gather) takes PyArray_TYPE == NPY_FLOAT32 for byte-swapped >f4 too, and image/collator.py:137 tests dtype == float32 (False for >f4): silent garbage")
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_big_endian_float32_images(layout: str) -> None:
     # _collate.pyx _gather checks PyArray_TYPE (NPY_FLOAT32 also for '>f4') and

@@ -134,7 +134,7 @@ class ImageCollator:
         if self.dtype == np.uint8:
             _collate.collate_u8(images, out, nchw)
         else:
-            scale, bias = self._scale_bias(channels, first.dtype == np.float32)
+            scale, bias = self._scale_bias(channels, first.dtype.kind == "f")
             _collate.collate_f32(images, out, nchw, scale, bias)
         return ImageBatch(holder, shape, self.dtype, labels)
 
