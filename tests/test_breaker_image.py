@@ -70,7 +70,6 @@ def test_big_endian_float32_images(layout: str) -> None:
     np.testing.assert_array_equal(mixed, want)
 
 
-@pytest.mark.xfail(strict=True, reason="image/collator.py:190 astype(np.int64) wraps uint64 labels >= 2**63 to negative values")
 def test_uint64_labels_do_not_wrap() -> None:
     # collator.py _split: astype(np.int64) silently wraps labels >= 2**63 to negatives.
     item = (np.zeros((2, 2, 3), np.uint8), np.uint64(2**63 + 5))
