@@ -20,7 +20,6 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p for p in os.listdir(folder) if p.endswith((".ndf", ".tmp")))
 
 
-@pytest.mark.xfail(strict=True, reason="np.load raises EOFError on a 0-byte .npy; cli/_read_arrays.py:36-41 (_load_npy) catches only OSError/ValueError -> traceback, exit 1")
 def test_zero_byte_npy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # _read_arrays.py _load_npy catches OSError/ValueError but np.load raises
     # EOFError("No data left in file") on an empty file -> traceback, exit 1.
