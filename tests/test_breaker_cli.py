@@ -46,7 +46,6 @@ def test_csv_field_over_csv_module_limit(
     assert _leftovers(tmp_path) == []
 
 
-@pytest.mark.xfail(strict=True, reason="cli/_read_csv.py:118 np.loadtxt warns UserWarning on a block of only blank lines")
 def test_csv_trailing_blank_block_is_silent(tmp_path: Path) -> None:
     # _read_csv.py _parse_block: a block of only blank lines made np.loadtxt warn
     # "input contained no data" (an error under -W error, noise on stderr otherwise).

@@ -123,6 +123,8 @@ def _parse_block(
     lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
 ) -> np.ndarray:
     ncols = len(names)
+    if not any(line.strip() for line in lines):  # only blank lines: loadtxt would warn
+        return np.empty((0, ncols))
     try:
         rows = np.loadtxt(
             lines, delimiter=delimiter, dtype=np.float64, ndmin=2, comments=None, quotechar='"'
