@@ -54,7 +54,6 @@ def test_csv_trailing_blank_block_is_silent(tmp_path: Path) -> None:
     assert main(["convert", str(src), str(tmp_path / "o.ndf"), "-q", "--chunk-rows", "2"]) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="cli/bench.py:122 and cli/demo.py:124,198,206 build DataLoader without mapping its ValueError (num_workers <= 1024, prefetch_depth <= 2**20) to CliError -> traceback, exit 1")
 @pytest.mark.parametrize(
     ("command", "option"),
     [
