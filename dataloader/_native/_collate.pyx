@@ -213,6 +213,8 @@ cdef list _gather(list images, _Image* info, Py_ssize_t* hwc, bint allow_float):
         if not cnp.PyArray_Check(obj):
             obj = np.asarray(obj)
         arr = <cnp.ndarray>obj
+        if not (<object>arr).dtype.isnative:  # '>f4' has NPY_FLOAT32 too: swap to native
+            arr = (<object>arr).astype((<object>arr).dtype.newbyteorder("="))
         ndim = cnp.PyArray_NDIM(arr)
         if ndim != 2 and ndim != 3:
             raise ValueError(

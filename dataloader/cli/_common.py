@@ -21,6 +21,7 @@ __all__ = [
     "describe",
     "format_bytes",
     "format_count",
+    "make_loader",
     "open_ndf_or_fail",
     "progress",
 ]
@@ -90,6 +91,20 @@ def open_ndf_or_fail(path: str, **kwargs: Any) -> Any:
     except ValueError as exc:
         message = str(exc)
         raise CliError(message if path in message else f"{path}: {message}") from None
+
+
+def make_loader(dataset: Any, **kwargs: Any) -> Any:
+    """``DataLoader(dataset, **kwargs)``, turning a rejected option into a :class:`CliError`.
+
+    The loader bounds its options (e.g. ``num_workers``, ``prefetch_depth``); its
+    ``ValueError``/``TypeError`` names the option and the limit.
+    """
+    from ..loader import DataLoader
+
+    try:
+        return DataLoader(dataset, **kwargs)
+    except (ValueError, TypeError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def check_output_path(output: str, inputs: list[str], force: bool) -> None:

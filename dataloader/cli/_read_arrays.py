@@ -37,7 +37,7 @@ def _load_npy(path: str, what: str) -> np.ndarray:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except OSError as exc:
         raise CliError(f"cannot open {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # object arrays, bad magic, truncated header
+    except (ValueError, EOFError) as exc:  # object arrays, bad magic, truncated, empty file
         raise CliError(f"{path}: not a numeric .npy array ({exc})") from None
     if not isinstance(arr, np.ndarray):
         raise CliError(f"{path}: is an .npz archive, not an .npy array")

@@ -37,8 +37,16 @@ def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
     return raw, io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
 
 
-def _fields(line: str, delimiter: str) -> list[str]:
-    return next(csv.reader([line], delimiter=delimiter), [])
+def _fields(line: str, delimiter: str, where: str) -> list[str]:
+    """Split one line; ``where`` (file and line) names it in the error.
+
+    Raises:
+        CliError: the csv module cannot split it (e.g. a field over its 128 KiB limit).
+    """
+    try:
+        return next(csv.reader([line], delimiter=delimiter), [])
+    except csv.Error as exc:
+        raise CliError(f"{where}: {exc}") from None
 
 
 def open_csv(
@@ -72,7 +80,8 @@ def open_csv(
             raise CliError(
                 f"{path}: is empty (expected a header line)" if header else f"{path}: is empty"
             )
-        first_fields = [f.strip() for f in _fields(first.rstrip("\r\n"), delimiter)]
+        first_fields = _fields(first.rstrip("\r\n"), delimiter, f"{path}: line 1")
+        first_fields = [f.strip() for f in first_fields]
         ncols = len(first_fields)
         names = first_fields if header else [str(j) for j in range(ncols)]
         labels = resolve_columns(label_tokens, names if header else None, ncols, path)
@@ -114,6 +123,8 @@ def _parse_block(
     lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
 ) -> np.ndarray:
     ncols = len(names)
+    if not any(line.strip() for line in lines):  # only blank lines: loadtxt would warn
+        return np.empty((0, ncols))
     try:
         rows = np.loadtxt(
             lines, delimiter=delimiter, dtype=np.float64, ndmin=2, comments=None, quotechar='"'
@@ -136,10 +147,10 @@ def _locate_error(
     """Raise a CliError naming the first ragged or non-numeric line of a failed block."""
     ncols = len(names)
     for i, line in enumerate(lines):
-        fields = _fields(line.rstrip("\r\n"), delimiter)
+        where = f"{path}: line {line_no + i}"
+        fields = _fields(line.rstrip("\r\n"), delimiter, where)
         if not fields or (len(fields) == 1 and not fields[0].strip()):
             continue  # blank line: loadtxt skips it too
-        where = f"{path}: line {line_no + i}"
         if len(fields) != ncols:
             raise CliError(f"{where}: {len(fields)} columns, expected {ncols} (ragged row)")
         for j, value in enumerate(fields):

@@ -18,7 +18,15 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
+from ._common import (
+    CliError,
+    add_progress_flag,
+    describe,
+    format_bytes,
+    make_loader,
+    open_ndf_or_fail,
+    progress,
+)
 from ._runtime import describe_runtime
 
 __all__ = ["add_parser", "numpy_batches", "run"]
@@ -109,7 +117,6 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..loader import DataLoader
     from ..ndf import NdfDataset
 
     _check(args)
@@ -119,14 +126,18 @@ def run(args: argparse.Namespace) -> int:
         file.close()
         raise CliError(f"{args.file}: has no rows")
     dataset = NdfDataset(file)
-    loader = DataLoader(
-        dataset,
-        batch_size=args.batch_size,
-        shuffle=args.shuffle,
-        num_workers=args.num_workers,
-        prefetch_depth=args.prefetch_depth,
-        seed=args.seed,
-    )
+    try:
+        loader = make_loader(
+            dataset,
+            batch_size=args.batch_size,
+            shuffle=args.shuffle,
+            num_workers=args.num_workers,
+            prefetch_depth=args.prefetch_depth,
+            seed=args.seed,
+        )
+    except CliError:
+        file.close()
+        raise
     row_bytes = (d + l) * 8
     print(
         f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)}), "

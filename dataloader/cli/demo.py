@@ -25,7 +25,14 @@ from importlib import resources
 
 import numpy as np
 
-from ._common import CliError, add_progress_flag, describe, open_ndf_or_fail, progress
+from ._common import (
+    CliError,
+    add_progress_flag,
+    describe,
+    make_loader,
+    open_ndf_or_fail,
+    progress,
+)
 from ._constants import (
     DEMO_BATCH_SIZE,
     DEMO_EPOCHS,
@@ -117,11 +124,10 @@ class Standardize:
 
 def _feature_stats(dataset: object, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of every feature, in one streaming pass (std 0 -> 1)."""
-    from ..loader import DataLoader
 
     total = total_sq = None
     count = 0
-    with DataLoader(dataset, batch_size=1024, num_workers=num_workers) as loader:
+    with make_loader(dataset, batch_size=1024, num_workers=num_workers) as loader:
         for x, _ in loader:
             total = x.sum(axis=0) if total is None else total + x.sum(axis=0)
             total_sq = (x * x).sum(axis=0) if total_sq is None else total_sq + (x * x).sum(axis=0)
@@ -172,7 +178,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, path: str) -> int:
     from ..dataset import Subset
-    from ..loader import DataLoader
     from ..ndf import NdfDataset
 
     file = open_ndf_or_fail(path)
@@ -195,7 +200,7 @@ def _train(args: argparse.Namespace, path: str) -> int:
         )
         mean, std = _feature_stats(train_set, args.num_workers)
         collate = Standardize(mean, std)
-        train = DataLoader(
+        train = make_loader(
             train_set,
             batch_size=args.batch_size,
             shuffle=True,
@@ -203,7 +208,7 @@ def _train(args: argparse.Namespace, path: str) -> int:
             collate_fn=collate,
             seed=args.seed,
         )
-        test = DataLoader(
+        test = make_loader(
             test_set, batch_size=1024, num_workers=args.num_workers, collate_fn=collate
         )
         model = SoftmaxRegression(d, classes, lr=args.lr, optimizer=args.optimizer)

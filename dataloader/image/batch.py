@@ -103,6 +103,13 @@ class _Buffer:
         self.address: int = array.__array_interface__["data"][0]
         self._pool = pool
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``address`` is only valid for this holder's own array: a copy (deepcopy,
+        # pickle) gets a private copy of the pixels, belongs to no pool and
+        # recomputes its address.  (Without this, a deep copy kept the original's
+        # address and read freed memory once the original was gone.)
+        return (_Buffer, (self.array.copy(), None))
+
     def __del__(self, _finalizing: Any = sys.is_finalizing) -> None:
         pool = self._pool
         if pool is not None and not _finalizing():

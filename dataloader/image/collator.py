@@ -134,7 +134,7 @@ class ImageCollator:
         if self.dtype == np.uint8:
             _collate.collate_u8(images, out, nchw)
         else:
-            scale, bias = self._scale_bias(channels, first.dtype == np.float32)
+            scale, bias = self._scale_bias(channels, first.dtype.kind == "f")
             _collate.collate_f32(images, out, nchw, scale, bias)
         return ImageBatch(holder, shape, self.dtype, labels)
 
@@ -187,4 +187,6 @@ def _split(batch: Sequence[Any]) -> tuple[list[Any], np.ndarray | None]:
     array = np.asarray(labels)
     if array.dtype.kind not in "iub" or array.shape != (n,):
         raise TypeError(f"labels must be integers, got dtype {array.dtype} and shape {array.shape}")
+    if array.dtype == np.uint64 and n and int(array.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"label {int(array.max())} does not fit in int64")
     return images, array.astype(np.int64, copy=False)

@@ -116,6 +116,7 @@ class Resize(Transform):
 
     Raises:
         TypeError: the image is not ``uint8``.
+        ValueError: the image has no rows or no columns.
     """
 
     __slots__ = ("size", "interpolation")
@@ -139,6 +140,8 @@ class Resize(Transform):
 
     def apply(self, value: Any, rng: np.random.Generator | None) -> np.ndarray:
         image = as_image_array(value, "Resize")
+        if 0 in image.shape[:2]:
+            raise ValueError(f"Resize got an empty image of shape {image.shape}")
         out_h, out_w = self.output_size(image.shape[0], image.shape[1])
         if (out_h, out_w) == image.shape[:2]:
             return image

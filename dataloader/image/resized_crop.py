@@ -32,11 +32,14 @@ class RandomResizedCrop(Transform):
 
     Args:
         size: output int (square) or ``(height, width)``.
-        scale: (min, max) fraction of the image area, 0 < min <= max.
-        ratio: (min, max) width / height of the crop, 0 < min <= max.
+        scale: (min, max) fraction of the image area, 0 < min <= max < inf.
+        ratio: (min, max) width / height of the crop, 0 < min <= max < inf.
         interpolation: see ``Resize``.
 
     Input: ``uint8`` ``(H, W, C)`` or ``(H, W)``.  Output: a new array.
+
+    Raises:
+        ValueError: a bad ``scale``/``ratio``; an image with no rows or columns.
     """
 
     __slots__ = ("size", "scale", "ratio", "interpolation")
@@ -88,6 +91,8 @@ class RandomResizedCrop(Transform):
     def apply(self, value: Any, rng: np.random.Generator | None) -> np.ndarray:
         rng = resolve_rng(rng)
         image = as_image_array(value, "RandomResizedCrop")
+        if 0 in image.shape[:2]:
+            raise ValueError(f"RandomResizedCrop got an empty image of shape {image.shape}")
         top, left, h, w = self.get_params(
             image.shape[0], image.shape[1], rng, self.scale, self.ratio
         )
@@ -98,6 +103,6 @@ class RandomResizedCrop(Transform):
 
 def _range(pair: tuple[float, float], name: str) -> tuple[float, float]:
     lo, hi = (float(x) for x in pair)
-    if not 0.0 < lo <= hi:
-        raise ValueError(f"{name}={pair!r} must satisfy 0 < min <= max")
+    if not 0.0 < lo <= hi < math.inf:
+        raise ValueError(f"{name}={pair!r} must satisfy 0 < min <= max < inf")
     return lo, hi
