@@ -123,3 +123,11 @@ def test_held_views_survive_reuse_across_threads() -> None:
         t.join()
     assert all((v == 7).all() for v in views)
     assert copy.copy(views[0]).shape == (4, 3, 16, 16)
+
+
+@pytest.mark.parametrize("size", [(2.5, 3.7), ("3", "2"), (True, 2), 2.0])
+def test_resize_sizes_must_be_ints_not_truncated(size):
+    from dataloader.image import Resize
+
+    with pytest.raises(TypeError, match="size="):
+        Resize(size)

@@ -26,13 +26,23 @@ _MODES = ("L", "LA", "RGB", "RGBA")
 
 
 def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int]:
-    """Validate an ``int`` or ``(height, width)`` size and return ``(height, width)``."""
-    if isinstance(size, (int, np.integer)) and not isinstance(size, bool):
-        pair = (int(size), int(size))
-    elif isinstance(size, (tuple, list)) and len(size) == 2:
+    """Validate an ``int`` or ``(height, width)`` size and return ``(height, width)``.
+
+    Raises:
+        TypeError: not an int or a pair of ints (floats, strings and bools are refused,
+            not truncated or parsed).
+        ValueError: a side below 1.
+    """
+
+    def is_int(v: object) -> bool:
+        return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+    if is_int(size):
+        pair = (int(size), int(size))  # type: ignore[arg-type]
+    elif isinstance(size, (tuple, list)) and len(size) == 2 and all(map(is_int, size)):
         pair = (int(size[0]), int(size[1]))
     else:
-        raise TypeError(f"{name}={size!r} must be an int or a (height, width) pair")
+        raise TypeError(f"{name}={size!r} must be an int or a (height, width) pair of ints")
     if min(pair) < 1:
         raise ValueError(f"{name}={size!r} must be >= 1")
     return pair
