@@ -15,7 +15,7 @@ batch once, without the GIL, into a reusable buffer exposed as an ``ImageBatch``
                                                  std=(0.229, 0.224, 0.225),
                                                  reuse_buffers=4))
 
-Pillow is needed to decode and resize (``pip install 'dataloader[image]'``); it is
+Pillow is needed to decode and resize (``pip install Pillow``, or ``pip install '.[image]'`` from a checkout); it is
 imported on first use.
 """
 

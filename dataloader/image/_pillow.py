@@ -8,7 +8,7 @@ __all__ = ["check_interpolation", "pillow", "resample_filter"]
 
 _INSTALL_HINT = (
     "dataloader.image needs Pillow to decode and resize images; "
-    "install it with: pip install 'dataloader[image]'"
+    "install it with: pip install Pillow (or, from a checkout of this project, pip install '.[image]')"
 )
 
 #: interpolation name -> Pillow ``Image.Resampling`` member name
