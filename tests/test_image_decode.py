@@ -91,7 +91,7 @@ def test_decode_bad_arguments():
 
 def test_missing_pillow_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL", None)
-    with pytest.raises(ImportError, match=r"pip install 'dataloader\[image\]'"):
+    with pytest.raises(ImportError, match=r"pip install Pillow .*pip install '\.\[image\]'"):
         Decode()(JPEGS[0].read_bytes())
 
 
