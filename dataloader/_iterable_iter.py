@@ -124,18 +124,10 @@ class IterableSequentialIterator(EpochIterator):
     def __init__(self, dataset: Any, batcher: IterableBatcher, length: int | None) -> None:
         self._length = length
         self._batcher: IterableBatcher | None = batcher
-        self._it: _Stream | None = None
-        self._start_error: BaseException | None = None
-        try:
-            self._it = _Stream(iter(dataset))
-        except Exception as exc:
-            self._start_error = exc
+        self._it: _Stream | None = self._start(lambda: _Stream(iter(dataset)))
 
     def __next__(self) -> Any:
-        if self._start_error is not None:
-            exc, self._start_error = self._start_error, None
-            self.close()
-            raise exc
+        self._raise_start_error()
         if self._it is None or self._batcher is None:
             raise StopIteration
         out = self._batcher.next_batch(self._it)

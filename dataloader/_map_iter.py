@@ -65,6 +65,24 @@ class EpochIterator:
     def close(self) -> None:
         raise NotImplementedError
 
+    # Seed 004: a failure to start the epoch is raised once, by the first next(), and
+    # then the epoch ends.
+    _start_error: BaseException | None = None
+
+    def _start(self, begin: Callable[[], Any]) -> Any:
+        """Start the epoch with ``begin()``; keep its exception for the first ``next()``."""
+        try:
+            return begin()
+        except Exception as exc:
+            self._start_error = exc
+            return None
+
+    def _raise_start_error(self) -> None:
+        if self._start_error is not None:
+            exc, self._start_error = self._start_error, None
+            self.close()
+            raise exc
+
     # An epoch started while another epoch of the same loader is open runs on a pool of
     # its own (as each torch iterator has its own worker processes); it shuts it down
     # when it closes.
@@ -82,18 +100,10 @@ class SequentialIterator(EpochIterator):
     def __init__(self, make_indices: Callable[[], Iterator[Any]], fetch: Fetcher, length: int | None) -> None:
         self._length = length
         self._fetch: Fetcher | None = fetch
-        self._indices: Iterator[Any] | None = None
-        self._start_error: BaseException | None = None
-        try:
-            self._indices = make_indices()
-        except Exception as exc:
-            self._start_error = exc
+        self._indices: Iterator[Any] | None = self._start(make_indices)
 
     def __next__(self) -> Any:
-        if self._start_error is not None:
-            exc, self._start_error = self._start_error, None
-            self.close()
-            raise exc
+        self._raise_start_error()
         indices_it, fetch = self._indices, self._fetch  # close() may run on another thread
         if indices_it is None or fetch is None:
             raise StopIteration
