@@ -64,9 +64,9 @@ cdef class Window:
     cdef int64_t _try_claim(self) noexcept nogil
     cdef int64_t _claim_blocking(self) noexcept nogil
     cdef void _complete(self, int64_t k) noexcept nogil
-    cdef int _wait_result(self, int64_t k, int64_t slice_us) noexcept nogil
-    cdef int64_t _first_ready(self) noexcept nogil
-    cdef int64_t _wait_any(self, int64_t slice_us) noexcept nogil
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -3
+    cdef int64_t _ready(self, int64_t k) noexcept nogil
+    cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil
     cdef void _release(self, int64_t k) noexcept nogil
     cdef void _wake_workers_if_claimable(self) noexcept nogil
     cdef void _notify_all(self) noexcept nogil

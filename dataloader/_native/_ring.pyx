@@ -44,6 +44,12 @@ cdef enum:
 # bounds its window far lower, at MAX_WINDOW_BATCHES).
 cdef Py_ssize_t MAX_SLOTS = 1 << 30
 
+# What a consumer wait returns when no batch is ready (ready batches are >= 0), and the
+# "batch number" that means any ready batch (in_order=False).
+cdef int64_t TIMED_OUT = -1
+cdef int64_t WAS_CANCELLED = -2
+cdef int64_t ANY = -1
+
 cdef int64_t FREE = -1
 cdef int64_t TAKEN = -2
 
@@ -173,25 +179,10 @@ cdef class Window:
         Returns:
             1 when ready, 0 when ``timeout_s`` passed, -1 when the epoch was cancelled.
         """
-        cdef int64_t deadline, now, slice_us
-        cdef int status
         if k < self._base.load() or k >= self._published.load():
             raise ValueError(f"batch {k} is outside [{self._base.load()}, {self._published.load()})")
-        if self._slots[k % self._size].load(memory_order_acquire) == k:
-            return 1
-        deadline = dl_now_us() + <int64_t>(timeout_s * 1e6) if timeout_s > 0 else -1
-        while True:
-            slice_us = CONSUMER_SLICE_US
-            if deadline >= 0:
-                now = dl_now_us()
-                if now >= deadline:
-                    return 0
-                slice_us = min(slice_us, deadline - now)
-            with nogil:
-                status = self._wait_result(k, slice_us)
-            if status != 0:
-                return status
-            PyErr_CheckSignals()
+        cdef int64_t r = self._block(k, timeout_s)
+        return 1 if r >= 0 else (0 if r == TIMED_OUT else -1)
 
     def wait_any(self, double timeout_s=0.0):
         """Block until some batch in the window has its result (completion order).
@@ -202,21 +193,29 @@ cdef class Window:
         Raises:
             ValueError: no batch is published and not taken.
         """
-        cdef int64_t deadline, now, slice_us, k
         if self._base.load() >= self._published.load():
             raise ValueError("no batch in flight")
+        return self._block(ANY, timeout_s)
+
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -3:
+        """Wait for batch ``k`` (or ``ANY``) in slices without the GIL, running signal
+        handlers between slices; return the ready batch, TIMED_OUT or WAS_CANCELLED."""
+        cdef int64_t deadline, now, slice_us, r
+        r = self._ready(k)
+        if r >= 0:
+            return r
         deadline = dl_now_us() + <int64_t>(timeout_s * 1e6) if timeout_s > 0 else -1
         while True:
             slice_us = CONSUMER_SLICE_US
             if deadline >= 0:
                 now = dl_now_us()
                 if now >= deadline:
-                    return -1
+                    return TIMED_OUT
                 slice_us = min(slice_us, deadline - now)
             with nogil:
-                k = self._wait_any(slice_us)
-            if k != -1:
-                return k
+                r = self._wait_ready(k, slice_us)
+            if r != TIMED_OUT:
+                return r
             PyErr_CheckSignals()
 
     def release(self, int64_t k):
@@ -326,59 +325,40 @@ cdef class Window:
             self._result_ready.notify_all()
             self._mutex.unlock()
 
-    cdef int _wait_result(self, int64_t k, int64_t slice_us) noexcept nogil:
-        cdef int64_t s = k % self._size
-        cdef int status = 0
-        cdef int64_t start = dl_now_us()
-        cdef int64_t left
-        self._mutex.lock()
-        self._consumer_waiting.store(1)
-        self._wake_workers_if_claimable()
-        while True:
-            if self._slots[s].load(memory_order_acquire) == k:
-                status = 1
-                break
-            if self._state.load() == CANCELLED:
-                status = -1
-                break
-            left = slice_us - (dl_now_us() - start)
-            if left <= 0:
-                break
-            dl_cond_wait_us(self._result_ready, self._mutex, left)
-        self._consumer_waiting.store(0)
-        self._mutex.unlock()
-        return status
-
-    cdef int64_t _first_ready(self) noexcept nogil:
-        cdef int64_t k
-        cdef int64_t end = self._published.load(memory_order_acquire)
-        for k in range(self._base.load(), end):
-            if self._slots[k % self._size].load(memory_order_acquire) == k:
-                return k
+    cdef int64_t _ready(self, int64_t k) noexcept nogil:
+        # Batch k if its result is in, else -1; with k == ANY, the smallest ready batch.
+        cdef int64_t j, end
+        if k != ANY:
+            return k if self._slots[k % self._size].load(memory_order_acquire) == k else -1
+        end = self._published.load(memory_order_acquire)
+        for j in range(self._base.load(), end):
+            if self._slots[j % self._size].load(memory_order_acquire) == j:
+                return j
         return -1
 
-    cdef int64_t _wait_any(self, int64_t slice_us) noexcept nogil:
-        cdef int64_t k
+    cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil:
+        # One slice of the consumer's sleep: the ready batch, TIMED_OUT or WAS_CANCELLED.
+        cdef int64_t r
         cdef int64_t start = dl_now_us()
         cdef int64_t left
         self._mutex.lock()
         self._consumer_waiting.store(1)
         self._wake_workers_if_claimable()
         while True:
-            k = self._first_ready()
-            if k >= 0:
+            r = self._ready(k)
+            if r >= 0:
                 break
             if self._state.load() == CANCELLED:
-                k = -2
+                r = WAS_CANCELLED
                 break
             left = slice_us - (dl_now_us() - start)
             if left <= 0:
-                k = -1
+                r = TIMED_OUT
                 break
             dl_cond_wait_us(self._result_ready, self._mutex, left)
         self._consumer_waiting.store(0)
         self._mutex.unlock()
-        return k
+        return r
 
     cdef void _release(self, int64_t k) noexcept nogil:
         cdef int64_t b = self._base.load()
