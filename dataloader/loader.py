@@ -2,8 +2,8 @@
 
 A loader combines a dataset, a sampler and a collate function, like
 ``torch.utils.data.DataLoader``; its workers are threads of one pool kept for
-the loader's life.  Each ``iter(loader)`` is one epoch (see ``_map_iter`` and
-``_iterable_iter`` for how an epoch runs, and ``docs/design.md``).
+the loader's life.  Each ``iter(loader)`` is one epoch (see ``dataloader._engine``
+for how an epoch runs, and ``docs/design.md``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from ._context import epoch_seed
-from ._fetch import Fetcher
+from dataloader._engine.fetch import Fetcher
 from ._generator import check_seed
-from ._iterable_iter import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
-from ._map_iter import EpochIterator, SequentialIterator, WindowedIterator
-from ._options import LoaderOptions
-from ._worker import WorkerPool
+from dataloader._engine.iterable_epoch import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
+from dataloader._engine.map_epoch import EpochIterator, SequentialIterator, WindowedIterator
+from dataloader._engine.options import LoaderOptions
+from dataloader._engine.pool import WorkerPool
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler

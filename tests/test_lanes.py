@@ -15,7 +15,7 @@ import pytest
 
 from conftest import RecordingDataset, collect
 from dataloader import DataLoader
-from dataloader._lanes import LanePool, fetch_with_lanes
+from dataloader._engine.lanes import LanePool, fetch_with_lanes
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import collect
 from dataloader import DataLoader, DistributedSampler, get_worker_info
 from dataloader._context import epoch_seed
-from dataloader._worker import WorkerPool
+from dataloader._engine.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)
 

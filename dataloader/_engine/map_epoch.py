@@ -26,12 +26,12 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _context
-from ._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from ._errors import LoaderTimeoutError
-from ._fetch import Failure, Fetcher
-from ._native._ring import Window
-from ._worker import WorkerPool, start_worker
+from dataloader import _context
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.fetch import Failure, Fetcher
+from dataloader._native._ring import Window
+from dataloader._engine.pool import WorkerPool, start_worker
 
 __all__ = ["EpochIterator", "SequentialIterator", "WindowedIterator"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from ._constants import MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+from dataloader._constants import MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
 
 __all__ = ["LoaderOptions"]
 

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _context
-from ._constants import LANE_THREAD_PREFIX
+from dataloader import _context
+from dataloader._constants import LANE_THREAD_PREFIX
 
 __all__ = ["LanePool", "fetch_with_lanes"]
 

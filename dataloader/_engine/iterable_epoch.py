@@ -28,12 +28,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import _context
-from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
-from ._errors import LoaderTimeoutError
-from ._fetch import Failure
-from ._map_iter import EpochIterator
-from ._worker import WorkerPool, start_worker, worker_copy
+from dataloader import _context
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
+from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.fetch import Failure
+from dataloader._engine.map_epoch import EpochIterator
+from dataloader._engine.pool import WorkerPool, start_worker, worker_copy
 
 __all__ = ["IterableBatcher", "IterableSequentialIterator", "IterableWorkerIterator"]
 

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import _context
-from ._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
-from ._lanes import LanePool
+from dataloader import _context
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
+from dataloader._engine.lanes import LanePool
 
 __all__ = ["EpochJob", "WorkerPool", "start_worker", "worker_copy"]
 

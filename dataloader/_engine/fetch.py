@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
-from . import _context
-from ._lanes import LanePool, fetch_with_lanes
+from dataloader import _context
+from dataloader._engine.lanes import LanePool, fetch_with_lanes
 
 __all__ = ["Failure", "Fetcher"]
 
