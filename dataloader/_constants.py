@@ -6,6 +6,7 @@ Each default says where it came from.
 from __future__ import annotations
 
 __all__ = [
+    "MAX_BATCH_SIZE",
     "MAX_ITEM_CONCURRENCY",
     "MAX_NUM_WORKERS",
     "MAX_WINDOW_BATCHES",
@@ -22,12 +23,14 @@ __all__ = [
 # a 2-core machine busy while the consumer runs a training step.
 DEFAULT_PREFETCH_DEPTH = 2
 
-# How long closing an iterator (or a loader) waits for batches in flight to finish
-# before it gives up on them; the seed's Python binding waits the same 5 s.
+# How long closing an iterator (or a loader: its epoch and its threads together) waits
+# for batches in flight to finish before it gives up on them; the seed's Python
+# binding waits the same 5 s.
 SHUTDOWN_JOIN_TIMEOUT_S = 5.0
 
-# Slices in which Python-level waits (iterable workers, lanes) re-check for
-# cancellation and run signal handlers; 50 ms keeps Ctrl-C responsive.
+# Slices in which waits re-check for cancellation and run signal handlers (joining
+# threads; the native window uses the same 50 ms, CONSUMER_SLICE_US in _ring.pyx);
+# 50 ms keeps Ctrl-C responsive.
 WAIT_SLICE_S = 0.05
 
 # Thread names, as PyTorch users see them in a debugger: dataloader-worker-N.
@@ -53,5 +56,7 @@ BUFFER_RETURN_TIMEOUT_S = 1.0
 # machine has at most a few hundred cores) and exist so that a typo such as
 # prefetch_depth=2**62 is a clear ValueError instead of an abort or a hang.
 MAX_NUM_WORKERS = 1024
+# A batch is cut with itertools.islice, which takes at most sys.maxsize items.
+MAX_BATCH_SIZE = 2**63 - 1
 MAX_ITEM_CONCURRENCY = 1024
 MAX_WINDOW_BATCHES = 1 << 20

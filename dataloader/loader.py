@@ -9,19 +9,22 @@ for how an epoch runs, and ``docs/design.md``).
 from __future__ import annotations
 
 import math
+import os
+import threading
+import time
+import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ._context import epoch_seed
-from dataloader._engine.fetch import Fetcher
+from ._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
+from ._engine.epoch import Epoch, EpochIterator
+from ._engine.options import LoaderOptions
+from ._engine.plan import EpochPlan, index_source
+from ._engine.pool import WorkerPool
 from ._generator import check_seed
-from dataloader._engine.iterable_epoch import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
-from dataloader._engine.map_epoch import EpochIterator, SequentialIterator, WindowedIterator
-from dataloader._engine.options import LoaderOptions
-from dataloader._engine.pool import WorkerPool
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -91,10 +94,15 @@ class DataLoader(Generic[T_co]):
             epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
             from the OS at construction.
 
-    Thread-safety: epochs are independent (nested loops and ``zip(loader, loader)``
-    work, as in PyTorch); the loader's threads serve one epoch at a time and an
-    epoch started while another is open gets threads of its own.  Iterate each
-    epoch from one thread; ``close()`` may be called from any thread.
+    Thread-safety: epochs are independent (nested loops, ``zip(loader, loader)``
+    and several threads each iterating the loader work, as in PyTorch): each
+    ``iter(loader)`` takes the next epoch number atomically and its order is that
+    epoch's.  The loader's threads serve one epoch at a time; an epoch started
+    while another is open gets threads of its own.  Iterate each epoch from one
+    thread (``next()`` from two threads at once raises ``RuntimeError``);
+    ``close()`` may be called from any thread.  After ``os.fork()`` the child
+    starts new threads for its epochs; an iterator started before the fork raises
+    ``RuntimeError`` from ``next()`` in the child.
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
@@ -118,7 +126,7 @@ class DataLoader(Generic[T_co]):
         prefetch_factor: int | None = None,
         persistent_workers: bool = False,
         in_order: bool = True,
-        prefetch_depth: int = 2,
+        prefetch_depth: int = DEFAULT_PREFETCH_DEPTH,
         item_concurrency: int = 1,
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
@@ -154,19 +162,7 @@ class DataLoader(Generic[T_co]):
 
         shuffle = bool(shuffle)
         if self._iterable:
-            if shuffle:
-                raise ValueError(
-                    f"DataLoader with IterableDataset: expected unspecified shuffle option, but got {shuffle=}"
-                )
-            if sampler is not None:
-                raise ValueError(
-                    f"DataLoader with IterableDataset: expected unspecified sampler option, but got {sampler=}"
-                )
-            if batch_sampler is not None:
-                raise ValueError(
-                    "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
-                    f"but got {batch_sampler=}"
-                )
+            _check_iterable_options(shuffle, sampler, batch_sampler)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -197,18 +193,30 @@ class DataLoader(Generic[T_co]):
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
-
-        if self.num_workers > 0:
-            per_worker = prefetch_factor if prefetch_factor is not None else None
-            self._window = (
-                self.num_workers * per_worker if per_worker is not None else self.num_workers + self.prefetch_depth
-            )
-        else:
-            self._window = 0
+        self._plan = EpochPlan(
+            dataset=dataset, iterable=self._iterable, num_workers=opts.num_workers, window=opts.window,
+            timeout_s=float(opts.timeout), in_order=opts.in_order, batch_size=batch_size,
+            drop_last=self.drop_last, auto_collation=self._auto_collation, collate_fn=collate_fn,
+            transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
+            item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(),
+            indices=None if self._iterable else index_source(dataset, self._auto_collation, sampler, batch_sampler),
+        )
+        # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a
+        # forked child (a thread of the parent may have held it at the fork).
+        self._lock_pid = os.getpid()
+        self._lock = threading.Lock()
         self._epoch = 0
         self._pool: WorkerPool | None = None
         self._pool_finalizer: weakref.finalize | None = None
-        self._current: weakref.ref[EpochIterator] | None = None
+        self._current: weakref.ref[Epoch] | None = None  # the open epoch on the shared pool
+
+    def _num_lanes(self) -> int:
+        # Lanes fetch the items of one map-style batch (an IterableDataset has no item
+        # indices); a batch never uses more than batch_size - 1 helpers.
+        per_batch = self.item_concurrency
+        if self.batch_size is not None:
+            per_batch = min(per_batch, self.batch_size)
+        return 0 if self._iterable else max(self.num_workers, 1) * (per_batch - 1)
 
     # -- length --------------------------------------------------------------------
 
@@ -223,117 +231,111 @@ class DataLoader(Generic[T_co]):
             if self.batch_size is None:
                 return n
             return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-        if self._auto_collation:
-            return len(self.batch_sampler)  # type: ignore[arg-type]
-        return len(self.sampler)  # type: ignore[arg-type]
+        indices: Any = self.batch_sampler if self._auto_collation else self.sampler
+        return len(indices)
 
     # -- epochs ----------------------------------------------------------------------
+
+    def _mutex(self) -> threading.Lock:
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        return self._lock
 
     def __iter__(self) -> EpochIterator:
         """Start the next epoch and return its iterator.
 
-        Epochs are independent, as in PyTorch: nested loops over one loader and
-        ``zip(loader, loader)`` work.  The loader's thread pool serves one epoch at
-        a time; an epoch started while another is still open gets a pool of its
-        own, shut down when that epoch closes.
+        Epochs are independent, as in PyTorch: nested loops over one loader,
+        ``zip(loader, loader)`` and several threads iterating it work; the epoch
+        number, the sampler's epoch and the pool are taken atomically.  The loader's
+        thread pool serves one epoch at a time; an epoch started while another is
+        still open gets a pool of its own, shut down when that epoch closes.
+
+        Raises:
+            RuntimeError: worker threads could not be started.
         """
-        epoch = self._epoch
-        self._epoch += 1
-        if self._own_sampler is not None:
-            self._own_sampler.set_epoch(epoch)
-        epoch_key = (self.seed, epoch)
         try:
             length: int | None = len(self)
         except TypeError:
             length = None
-        busy = self._current() if self._current is not None else None
-        own_pool = None
-        if busy is not None and not busy._closed and self.num_workers > 0:
-            pool = own_pool = self._new_pool()
-        else:
-            pool = self._get_pool()
-        it: EpochIterator
-        if self._iterable:
-            batcher = IterableBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
-            if self.num_workers == 0:
-                it = IterableSequentialIterator(self.dataset, batcher, length)
-            else:
-                it = IterableWorkerIterator(
-                    pool, self.dataset, batcher, self._window, length, self.timeout, self.in_order,  # type: ignore[arg-type]
-                    self._worker_setup(epoch_key),
+        with self._mutex():
+            epoch = self._epoch
+            self._epoch += 1
+            if self._own_sampler is not None:
+                self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
+            pool, owned = self._pool_for_epoch()
+            try:
+                it = self._plan.start(
+                    epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self
                 )
-        else:
-            fetch = Fetcher(
-                self.dataset, self._auto_collation, self.collate_fn, self.transform,
-                pool.lanes if pool is not None else None, self.item_concurrency, epoch_key,
-            )
-            make_indices = self._index_source()
-            if self.num_workers == 0:
-                it = SequentialIterator(make_indices, fetch, length)
-            else:
-                it = WindowedIterator(
-                    pool, make_indices, fetch, self._window, length, self.timeout, self.in_order,  # type: ignore[arg-type]
-                    self._worker_setup(epoch_key),
-                )
-        it._loader = self  # the epoch keeps its loader (and so its pool) alive, as in PyTorch
-        if own_pool is not None:
-            it._own_pool = own_pool
-        elif self.num_workers > 0:
-            self._current = weakref.ref(it)  # the epoch that holds the shared pool
-        return it
+            except BaseException:
+                if owned and pool is not None:
+                    pool.shutdown()
+                raise
+            if isinstance(it, Epoch) and not owned:
+                self._current = weakref.ref(it)
+            return it
 
-    def _index_source(self) -> Callable[[], Iterator[Any]]:
-        if not self._auto_collation:
-            sampler = self.sampler
-            return lambda: iter(sampler)  # type: ignore[arg-type]
-        batch_sampler = self.batch_sampler
-        if getattr(self.dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
-            return lambda: iter(batch_sampler._index_arrays())  # type: ignore[union-attr]
-        return lambda: iter(batch_sampler)  # type: ignore[arg-type]
+    def _pool_for_epoch(self) -> tuple[WorkerPool | None, bool]:
+        """The pool for the next epoch and whether the epoch owns it (called under the lock)."""
+        pool = self._pool
+        if pool is not None and not pool.in_this_process():
+            self._forget_pool()  # inherited through fork(): abandoned, never signalled
+            pool = None
+        if pool is not None and not pool.idle():
+            window = pool.last_window()
+            if not pool.stuck and window is not None and window.cancelled:
+                # A closed epoch whose workers are finishing their last batch (it was
+                # dropped, or interrupted, without waiting): wait for them, bounded.
+                window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
+            if pool.stuck or (window is not None and window.cancelled and not pool.idle()):
+                self._abandon_pool(pool)
+                pool = None
+            elif not pool.idle():
+                return self._plan.new_pool(), True  # another epoch is open: threads of its own
+        if pool is None:
+            pool = self._pool = self._plan.new_pool()
+            if pool is not None:
+                # Garbage collection only signals the threads (they exit after their current
+                # item); close() joins them.
+                self._pool_finalizer = weakref.finalize(self, pool.shutdown)
+        return pool, False
 
-    def _worker_setup(self, epoch_key: tuple[int, int]) -> tuple[int, Any, Any, bool]:
-        return (epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent_workers)
-
-    def _new_pool(self) -> WorkerPool | None:
-        # Lanes fetch the items of one map-style batch (an IterableDataset has no item
-        # indices); a batch never uses more than batch_size - 1 helpers.
-        per_batch = self.item_concurrency
-        if self.batch_size is not None:
-            per_batch = min(per_batch, self.batch_size)
-        lanes = 0 if self._iterable else max(self.num_workers, 1) * (per_batch - 1)
-        if self.num_workers == 0 and lanes == 0:
-            return None
-        return WorkerPool(self.num_workers, lanes)
-
-    def _get_pool(self) -> WorkerPool | None:
-        if self._pool is None:
-            self._pool = self._new_pool()
-            if self._pool is None:
-                return None
-            # Garbage collection only signals the threads (they exit after their current
-            # item); close() joins them.
-            self._pool_finalizer = weakref.finalize(self, self._pool.shutdown, False)
-        return self._pool
-
-    def _close_current(self) -> None:
-        current = self._current() if self._current is not None else None
-        self._current = None
-        if current is not None:
-            current.close()
-
-    def close(self) -> None:
-        """End the current epoch and stop the worker threads (joined, at most 5 s each).
-
-        A later ``iter(loader)`` starts a new pool.  Also happens when the loader is
-        garbage-collected.
-        """
-        self._close_current()
+    def _forget_pool(self) -> None:
         if self._pool_finalizer is not None:
             self._pool_finalizer.detach()
-        if self._pool is not None:
-            self._pool.shutdown(join=True)
-        self._pool = None
-        self._pool_finalizer = None
+        self._pool = self._pool_finalizer = None
+
+    def _abandon_pool(self, pool: WorkerPool) -> None:
+        stuck = pool.alive_threads()
+        self._forget_pool()
+        pool.shutdown()  # they exit when their batch finishes; never reused
+        warnings.warn(
+            f"{stuck} DataLoader worker thread(s) did not finish their batch within "
+            f"{SHUTDOWN_JOIN_TIMEOUT_S} s of the epoch's close(); they are abandoned and this "
+            f"epoch runs on new threads",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def close(self) -> None:
+        """End the current epoch and stop the worker threads.
+
+        Waits for the epoch's batches in flight and then joins the threads, at most
+        ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s) in all, in slices that run signal handlers
+        (Ctrl-C works); returns at once when called from a worker thread (inside
+        ``worker_init_fn`` or ``collate_fn``).  A later ``iter(loader)`` starts a new
+        pool.  Also happens, without waiting, when the loader is garbage-collected.
+        """
+        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        with self._mutex():
+            current = self._current() if self._current is not None else None
+            pool = self._pool
+            self._current = None
+            self._forget_pool()
+        if current is not None:
+            current._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
+        if pool is not None:
+            pool.shutdown(join_s=max(0.0, deadline - time.monotonic()))
 
     def __enter__(self) -> DataLoader[T_co]:
         return self
@@ -349,6 +351,22 @@ class DataLoader(Generic[T_co]):
         )
 
 
+def _check_iterable_options(shuffle: bool, sampler: Any, batch_sampler: Any) -> None:
+    if shuffle:
+        raise ValueError(
+            f"DataLoader with IterableDataset: expected unspecified shuffle option, but got {shuffle=}"
+        )
+    if sampler is not None:
+        raise ValueError(
+            f"DataLoader with IterableDataset: expected unspecified sampler option, but got {sampler=}"
+        )
+    if batch_sampler is not None:
+        raise ValueError(
+            "DataLoader with IterableDataset: expected unspecified batch_sampler option, "
+            f"but got {batch_sampler=}"
+        )
+
+
 def _base_seed(seed: int | None, generator: np.random.Generator | None) -> int:
     if seed is not None and generator is not None:
         raise ValueError("pass either seed or generator, not both")
@@ -361,4 +379,5 @@ def _base_seed(seed: int | None, generator: np.random.Generator | None) -> int:
         if seed >= 2**63:
             raise ValueError(f"{seed=} must be < 2**63")
         return seed
-    return int(np.random.SeedSequence().entropy) % 2**63  # type: ignore[arg-type]
+    entropy: Any = np.random.SeedSequence().entropy
+    return int(entropy) % 2**63

@@ -23,7 +23,18 @@ from typing import Any
 from dataloader import _context
 from dataloader._constants import LANE_THREAD_PREFIX
 
-__all__ = ["LanePool", "fetch_with_lanes"]
+__all__ = ["LanePool", "fetch_with_lanes", "start_threads"]
+
+
+def start_threads(threads: list[threading.Thread], stop_started: Callable[[list[threading.Thread]], None]) -> None:
+    """Start ``threads``; if one cannot start (e.g. the OS thread limit), have
+    ``stop_started`` stop those that did, then re-raise."""
+    try:
+        for t in threads:
+            t.start()
+    except BaseException:
+        stop_started([t for t in threads if t.ident is not None])
+        raise
 
 
 class LanePool:
@@ -43,17 +54,13 @@ class LanePool:
             )
             for i in range(num_threads)
         ]
-        try:
-            for t in self._threads:
-                t.start()
-        except BaseException:
-            # e.g. the OS thread limit: stop the threads that did start, then report it.
-            started = [t for t in self._threads if t.ident is not None]
-            for _ in started:
-                self._jobs.put(None)
-            for t in started:
-                t.join()
-            raise
+        start_threads(self._threads, self._stop_started)
+
+    def _stop_started(self, started: list[threading.Thread]) -> None:
+        for _ in started:
+            self._jobs.put(None)
+        for t in started:
+            t.join()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)

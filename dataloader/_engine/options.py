@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from dataloader._constants import MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+from dataloader._constants import MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
 
 __all__ = ["LoaderOptions"]
 
@@ -28,7 +28,9 @@ def _bool(name: str, value: object) -> bool:
 
 @dataclass(slots=True, frozen=True)
 class LoaderOptions:
-    """The loader's scalar settings, validated in ``__post_init__``.
+    """The loader's scalar settings, validated in ``__post_init__``; ``window`` is
+    computed there, once: ``num_workers * prefetch_factor`` when ``prefetch_factor``
+    is given (torch's bound), else ``num_workers + prefetch_depth`` (0 without workers).
 
     Raises:
         TypeError: a value has the wrong type (``bool`` is not accepted as an int).
@@ -46,6 +48,7 @@ class LoaderOptions:
     in_order: bool
     prefetch_depth: int
     item_concurrency: int
+    window: int = field(init=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.num_workers, numbers.Integral) and not isinstance(self.num_workers, bool):
@@ -56,7 +59,7 @@ class LoaderOptions:
                 )
         _int("num_workers", self.num_workers, 0, MAX_NUM_WORKERS)
         if self.batch_size is not None:
-            _int("batch_size", self.batch_size, 1)
+            _int("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         if self.shuffle is not None:
             _bool("shuffle", self.shuffle)
         _bool("pin_memory", self.pin_memory)
@@ -88,5 +91,6 @@ class LoaderOptions:
                 f"prefetch_factor={self.prefetch_factor} gives {window} batches in flight; "
                 f"the most is {MAX_WINDOW_BATCHES}"
             )
+        object.__setattr__(self, "window", window if self.num_workers > 0 else 0)
         if self.persistent_workers and self.num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")

@@ -1,10 +1,17 @@
-"""The loader's worker threads: a persistent pool that serves one epoch at a time.
+"""The loader's worker threads: a pool that serves one epoch at a time.
 
 Threads are created on the first epoch that needs them and kept for the
-loader's life (no thread is started per epoch).  An epoch hands the pool a job
-(an object with ``work(worker_id)``); every worker thread runs it once and goes
-back to sleep.  The pool keeps no reference to a job after the epoch closes it,
-so an idle pool holds no dataset.
+loader's life (no thread is started per epoch).  An epoch hands the pool its
+native ``Window`` and a ``work(worker_id)`` callable; every worker thread runs it
+once and goes back to sleep.  The pool counts every worker in (``enter``) when
+it hands out the job and out (``leave``) when it returns, also a worker that
+never picked the job up because the pool was shut down first, so a wait for
+the epoch's workers (``Window.wait_idle``) always ends.  The pool is free for
+the next epoch as soon as every worker has left the last one (``idle``).
+
+A pool belongs to the process that built it (``pid``): after ``fork()`` its
+threads do not exist and its locks may be held by them, so every method is a
+no-op (or raises) in another process, and the loader builds a new pool there.
 
 Worker state follows PyTorch: before a thread works on an epoch, it gets that
 epoch's ``WorkerInfo`` (so ``get_worker_info()`` works) and, with
@@ -17,17 +24,20 @@ worker process is seeded once).
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from dataloader import _context
-from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WORKER_THREAD_PREFIX
-from dataloader._engine.lanes import LanePool
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S, WORKER_THREAD_PREFIX
+from dataloader._engine.lanes import LanePool, start_threads
+from dataloader._native._ring import Window
 
-__all__ = ["EpochJob", "WorkerPool", "start_worker", "worker_copy"]
+__all__ = ["WorkerPool", "WorkerSetup", "start_worker", "worker_copy", "worker_info"]
 
 # State of the calling worker thread across epochs.  A worker thread belongs to
 # one pool for its whole life, so this is per-pool worker state: ``seed`` is the
@@ -35,10 +45,21 @@ __all__ = ["EpochJob", "WorkerPool", "start_worker", "worker_copy"]
 _thread_state = threading.local()
 
 
-class EpochJob(Protocol):
-    """What the pool runs: ``work`` is called once per worker thread per epoch."""
+@dataclass(frozen=True, slots=True)
+class WorkerSetup:
+    """What a worker thread needs to start an epoch.
 
-    def work(self, worker_id: int) -> None: ...
+    Attributes:
+        seed: the epoch's seed; worker ``w`` gets ``seed + w``.
+        dataset: the dataset (``get_worker_info().dataset``).
+        worker_init_fn: called as ``worker_init_fn(worker_id)``, or None.
+        persistent: ``persistent_workers``: initialise each thread once.
+    """
+
+    seed: int
+    dataset: Any
+    worker_init_fn: Callable[[int], None] | None
+    persistent: bool
 
 
 class WorkerPool:
@@ -48,143 +69,180 @@ class WorkerPool:
         num_workers: worker threads (>= 0; 0 makes a pool with lanes only).
         num_lanes: lane helper threads for ``item_concurrency > 1`` (>= 0).
 
-    Thread-safety: ``run``, ``clear`` and ``shutdown`` may be called from any
-    thread; one epoch runs at a time.
+    Thread-safety: every method may be called from any thread of the process that
+    built the pool.
     """
 
     def __init__(self, num_workers: int, num_lanes: int) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._job: EpochJob | None = None
+        self.pid = os.getpid()
+        # Reentrant: a finalizer run by the garbage collector on a thread that holds it
+        # (inside _next_job) must not deadlock.
+        self._cond = threading.Condition(threading.RLock())
+        self._window: Window | None = None
+        self._work: Callable[[int], None] | None = None
         self._generation = 0
+        self._picked = 0  # workers that picked up the current job
         self._shutdown = False
-        self.lanes = None
+        self._stuck = False  # an epoch's close gave up waiting for this pool's workers
         self._threads: list[threading.Thread] = []
+        self._idents: frozenset[int | None] = frozenset()
         self.lanes = LanePool(num_lanes) if num_lanes > 0 else None
-        self._threads = [
-            threading.Thread(
-                target=_worker_main,
-                args=(self, i),
-                name=f"{WORKER_THREAD_PREFIX}-{i}",
-                daemon=True,
-            )
+        threads = [
+            threading.Thread(target=_worker_main, args=(self, i), name=f"{WORKER_THREAD_PREFIX}-{i}", daemon=True)
             for i in range(num_workers)
         ]
-        self._idents: frozenset[int | None] = frozenset()
         try:
-            for t in self._threads:
-                t.start()
+            start_threads(threads, self._stop_started)
         except BaseException:
-            # e.g. the OS thread limit: stop the threads that did start, then report it.
-            self._threads = [t for t in self._threads if t.ident is not None]
-            self.shutdown(join=True)
+            if self.lanes is not None:
+                self.lanes.shutdown()
             raise
-        self._idents = frozenset(t.ident for t in self._threads)
+        self._threads = threads
+        self._idents = frozenset(t.ident for t in threads)
         if self.lanes is not None:
             self._idents |= frozenset(t.ident for t in self.lanes.threads)
+
+    def _stop_started(self, started: list[threading.Thread]) -> None:
+        self._threads = started
+        self.shutdown(join_s=SHUTDOWN_JOIN_TIMEOUT_S)
 
     @property
     def num_workers(self) -> int:
         return len(self._threads)
 
+    def in_this_process(self) -> bool:
+        return self.pid == os.getpid()
+
     def owns_current_thread(self) -> bool:
         """True when called from one of this pool's threads."""
         return threading.get_ident() in self._idents
 
-    def needs_init(self, worker_id: int, persistent: bool) -> bool:
-        """Whether worker ``worker_id`` runs ``worker_init_fn`` now.
+    def idle(self) -> bool:
+        """True when no worker is inside an epoch (the pool can take the next one)."""
+        window = self._window
+        return window is None or window.active == 0
 
-        Every epoch without ``persistent_workers``; with it, until it has once
-        succeeded on this thread (a failed ``worker_init_fn`` is tried again the
-        next epoch).  Call it on the worker's own thread.
+    @property
+    def stuck(self) -> bool:
+        """True once an epoch gave up waiting for these threads (the pool is never reused)."""
+        return self._stuck
+
+    def mark_stuck(self) -> None:
+        """Say that a worker did not come back within an epoch's close budget."""
+        with self._cond:
+            self._stuck = True
+
+    def last_window(self) -> Window | None:
+        """The window of the last epoch handed out (to wait for it, or to tell whether it closed)."""
+        return self._window
+
+    def run(self, window: Window, work: Callable[[int], None]) -> None:
+        """Count every worker into ``window`` and have each run ``work(worker_id)``; returns at once.
+
+        ``work`` must not hold the epoch strongly (see ``dataloader._engine.epoch``).
+
+        Raises:
+            RuntimeError: the pool was shut down, is still serving an epoch, or
+                belongs to another process.
         """
-        return not persistent or getattr(_thread_state, "seed", None) is None
-
-    def run(self, job: EpochJob) -> None:
-        """Give every worker thread ``job``; returns at once."""
+        if not self.in_this_process():
+            raise RuntimeError("this worker pool was built in another process (before fork())")
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("the loader's worker pool was shut down")
-            self._job = job
+            if not self.idle():
+                raise RuntimeError("the worker pool is still serving an epoch")
+            window.enter(len(self._threads))
+            self._window, self._work = window, work
             self._generation += 1
+            self._picked = 0
             self._cond.notify_all()
 
-    def clear(self, job: EpochJob) -> None:
-        """Forget ``job`` if it is the current one (threads that did not start it skip it)."""
+    def _next_job(self, seen: int) -> tuple[Callable[[int], None] | None, int]:
         with self._cond:
-            if self._job is job:
-                self._job = None
-
-    def _next_job(self, seen: int) -> tuple[EpochJob | None, int]:
-        with self._cond:
-            while not self._shutdown and (self._job is None or self._generation == seen):
+            while not self._shutdown and self._generation == seen:
                 self._cond.wait()
             if self._shutdown:
                 return None, seen
-            return self._job, self._generation
+            self._picked += 1
+            return self._work, self._generation
 
-    def shutdown(self, join: bool = True) -> None:
-        """Stop every thread.
+    def shutdown(self, join_s: float = 0.0) -> None:
+        """Stop every thread (each finishes the batch it builds, then exits).
 
-        Threads finish the item they are running, then exit.  With ``join`` (and
-        unless the interpreter is finalizing) wait for them, at most
-        ``SHUTDOWN_JOIN_TIMEOUT_S`` in all.
+        Workers counted into the current epoch that never picked it up are counted
+        out.  With ``join_s > 0`` wait for the threads, at most ``join_s`` seconds in
+        all, in slices that run signal handlers; never from one of the pool's own
+        threads, in another process, or while the interpreter is finalizing.
         """
+        if not self.in_this_process() or sys.is_finalizing():
+            # Inherited through fork(): its threads do not exist here.  Finalizing: a
+            # frozen daemon thread may hold the lock; the threads die with the process.
+            return
         with self._cond:
-            self._shutdown = True
-            self._job = None
-            self._cond.notify_all()
+            if not self._shutdown:
+                self._shutdown = True
+                window = self._window
+                if window is not None and self._work is not None:
+                    for _ in range(len(self._threads) - self._picked):
+                        window.leave()
+                self._work = None
+                self._cond.notify_all()
         threads = list(self._threads)
         if self.lanes is not None:
             threads += self.lanes.shutdown()
-        if not join or sys.is_finalizing():
+        if join_s <= 0 or self.owns_current_thread():
             return
-        me = threading.current_thread()
-        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        deadline = time.monotonic() + join_s
         for t in threads:
-            if t is not me:
-                t.join(max(0.0, deadline - time.monotonic()))
+            while t.is_alive() and (left := deadline - time.monotonic()) > 0:
+                t.join(min(left, WAIT_SLICE_S))
 
     @property
     def alive(self) -> bool:
         return any(t.is_alive() for t in self._threads)
 
+    def alive_threads(self) -> int:
+        threads = self._threads + (self.lanes.threads if self.lanes is not None else [])
+        return sum(t.is_alive() for t in threads)
+
 
 def _worker_main(pool: WorkerPool, worker_id: int) -> None:
     seen = 0
     while True:
-        job, seen = pool._next_job(seen)
-        if job is None:
+        work, seen = pool._next_job(seen)
+        if work is None:
             return
-        try:
-            job.work(worker_id)
-        finally:
-            del job
+        work(worker_id)
+        del work
 
 
-def start_worker(
-    worker_id: int,
-    num_workers: int,
-    seed: int,
-    dataset: Any,
-    worker_init_fn: Callable[[int], None] | None,
-    run_init: bool,
-) -> None:
-    """Install this epoch's ``WorkerInfo`` on the calling thread and run ``worker_init_fn``.
+def worker_info(worker_id: int, num_workers: int, setup: WorkerSetup, dataset: Any) -> _context.WorkerInfo:
+    """The calling worker's ``WorkerInfo`` for this epoch (``dataset``: what
+    ``get_worker_info().dataset`` shows, the worker's copy of an ``IterableDataset``).
 
-    ``seed`` is this epoch's seed for the worker.  Without ``run_init`` (a
-    persistent worker that is already initialised) the thread keeps the seed of
-    the epoch it was initialised in, as a torch persistent worker does.
-
-    Exceptions from ``worker_init_fn`` propagate to the caller (the epoch job
-    carries them to the consumer).
+    A persistent worker that is already initialised keeps the seed of the epoch it
+    was initialised in, as a torch persistent worker process does.
     """
-    if not run_init:
+    seed = setup.seed + worker_id
+    if setup.persistent:
         seed = getattr(_thread_state, "seed", seed)
-    _context._set_worker(_context.WorkerInfo(worker_id, num_workers, seed, dataset))
-    if run_init:
-        if worker_init_fn is not None:
-            worker_init_fn(worker_id)
-        _thread_state.seed = seed
+    return _context.WorkerInfo(worker_id, num_workers, seed, dataset)
+
+
+def start_worker(worker_id: int, setup: WorkerSetup, info: _context.WorkerInfo) -> None:
+    """Install ``info`` on the calling worker thread and run ``worker_init_fn`` if due.
+
+    Every epoch without ``persistent_workers``; with it, until it has once succeeded
+    on this thread (a failed ``worker_init_fn`` is tried again the next epoch).
+    The info stays installed (the epoch re-installs it for each batch and clears it
+    while the worker sleeps).  Exceptions from ``worker_init_fn`` propagate.
+    """
+    _context._set_worker(info)
+    if not setup.persistent or getattr(_thread_state, "seed", None) is None:
+        if setup.worker_init_fn is not None:
+            setup.worker_init_fn(worker_id)
+        _thread_state.seed = info.seed
 
 
 def worker_copy(dataset: Any, persistent: bool) -> Any:

@@ -20,6 +20,16 @@ cdef extern from * nogil:
         return p;
     }
     static inline void dl_slots_free(std::atomic<int64_t>* p) { delete[] p; }
+    static inline std::atomic<int>* dl_ints_new(Py_ssize_t n) {
+        std::atomic<int>* p = new (std::nothrow) std::atomic<int>[n];
+        if (p) for (Py_ssize_t i = 0; i < n; ++i) p[i].store(0);
+        return p;
+    }
+    static inline void dl_ints_free(std::atomic<int>* p) { delete[] p; }
+    static inline std::condition_variable* dl_conds_new(Py_ssize_t n) {
+        return new (std::nothrow) std::condition_variable[n];
+    }
+    static inline void dl_conds_free(std::condition_variable* p) { delete[] p; }
 
     /* Wait on cv for at most us microseconds; the caller holds m before and after. */
     static inline void dl_cond_wait_us(std::condition_variable& cv, std::mutex& m, int64_t us) {
@@ -42,12 +52,21 @@ cdef extern from * nogil:
 
     atomic[int64_t]* dl_slots_new(Py_ssize_t n)
     void dl_slots_free(atomic[int64_t]* p)
+    atomic[int]* dl_ints_new(Py_ssize_t n)
+    void dl_ints_free(atomic[int]* p)
+    dl_cond* dl_conds_new(Py_ssize_t n)
+    void dl_conds_free(dl_cond* p)
     void dl_cond_wait_us(dl_cond& cv, dl_mutex& m, int64_t us)
     int64_t dl_now_us()
 
 
 cdef class Window:
     cdef int64_t _size
+    cdef int _owners                   # 0: untagged; n: every batch is published for one worker < n
+    cdef atomic[int64_t]* _slot_owner  # tagged: per slot, owner_tag(batch, worker it is for)
+    cdef atomic[int64_t]* _cursors     # tagged: per worker, the next batch it has not looked at
+    cdef atomic[int]* _owner_waiting   # tagged: per worker, 1 while it sleeps in claim()
+    cdef dl_cond* _owner_ready         # tagged: per worker, woken by a publish for it
     cdef int64_t _wake_threshold      # claimable batches that justify waking a sleeping worker
     cdef atomic[int64_t] _claimed      # next batch number a worker may claim
     cdef atomic[int64_t] _published    # tasks [0, _published) have been handed out
@@ -63,8 +82,10 @@ cdef class Window:
 
     cdef int64_t _try_claim(self) noexcept nogil
     cdef int64_t _claim_blocking(self) noexcept nogil
+    cdef int64_t _try_claim_owned(self, int w) noexcept nogil
+    cdef int64_t _claim_owned_blocking(self, int w) noexcept nogil
     cdef void _complete(self, int64_t k) noexcept nogil
-    cdef int64_t _block(self, int64_t k, double timeout_s) except? -3
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -4
     cdef int64_t _ready(self, int64_t k) noexcept nogil
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil
     cdef void _release(self, int64_t k) noexcept nogil

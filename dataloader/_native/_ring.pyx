@@ -11,7 +11,11 @@ atomic counters describe the epoch (all monotonic)::
   in slot ``k % size`` (it draws indices from the sampler lazily, only as the
   window moves, and never publishes past ``base + size``);
 - ``claimed``: workers claim the next published batch with a compare-and-swap,
-  so each batch is claimed exactly once;
+  so each batch is claimed exactly once (an *untagged* window);
+  in a window made with ``owners=n`` every batch is published for one worker
+  ``w < n`` (its owner) and only ``w`` claims it: ``w`` keeps its own cursor and
+  claims its batches in increasing order, without a compare-and-swap (one
+  thread per owner), and ``publish`` wakes that owner's own condition variable;
 - ``base``: the lowest batch the consumer has not taken yet.
 
 The reorder ring has ``size`` slots.  Slot ``k % size`` holds ``k`` once batch
@@ -29,26 +33,45 @@ can run Python's signal handlers (Ctrl-C) and honour a timeout.
 
 The Python objects (tasks and results) live in lists owned by the caller, indexed
 by slot; the release/acquire order of these counters publishes them.
+
+Statuses cross the boundary as the module constants below (``TIMED_OUT``,
+``CANCELLED``, ``END``: all negative, so a batch number ``>= 0`` is never one);
+the engine translates them in one place (``dataloader._engine.epoch``).
 """
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
-from libcpp.atomic cimport memory_order_acquire, memory_order_release
+from libcpp.atomic cimport memory_order_acquire, memory_order_relaxed, memory_order_release
 
 cdef enum:
     OPEN = 0
     FINISHED = 1
-    CANCELLED = 2
+    STATE_CANCELLED = 2
 
 # The ring's slot count is bounded so that allocating it can never overflow (the loader
 # bounds its window far lower, at MAX_WINDOW_BATCHES).
 cdef Py_ssize_t MAX_SLOTS = 1 << 30
+# Workers a tagged window can serve (the loader allows at most MAX_NUM_WORKERS = 1024).
+cdef int MAX_OWNERS = 1 << 16
 
-# What a consumer wait returns when no batch is ready (ready batches are >= 0), and the
-# "batch number" that means any ready batch (in_order=False).
-cdef int64_t TIMED_OUT = -1
-cdef int64_t WAS_CANCELLED = -2
+# Statuses returned instead of a batch number (batch numbers are >= 0).
+cdef enum Status:
+    S_END = -1          # claim: the epoch is finished and every batch is claimed, or cancelled
+    S_TIMED_OUT = -2    # wait / wait_any: timeout_s passed
+    S_CANCELLED = -3    # wait / wait_any / publish: the epoch was cancelled
+
+END = S_END
+TIMED_OUT = S_TIMED_OUT
+CANCELLED = S_CANCELLED
+
+# The "batch number" that means any ready batch (in_order=False), and "any worker".
 cdef int64_t ANY = -1
+cdef int ANY_OWNER = -1
+
+cdef inline int64_t owner_tag(int64_t k, int w) noexcept nogil:
+    # What a tagged window stores per slot: the batch number and its owner (w < 2**16).
+    return (k << 16) | w
+
 
 cdef int64_t FREE = -1
 cdef int64_t TAKEN = -2
@@ -65,22 +88,40 @@ cdef class Window:
 
     Args:
         size: number of slots (batches being built or waiting), >= 1; the loader
-            uses ``num_workers + prefetch_depth``.
+            uses ``num_workers + prefetch_depth`` (or ``num_workers * prefetch_factor``).
+        owners: 0 for an untagged window (any worker claims any batch), or the
+            number of workers ``n`` of a tagged one: every batch is then published
+            for one worker ``0 <= w < n``, which alone claims it.
 
     Thread-safety: ``claim``, ``complete`` and ``leave`` may be called from any
-    number of worker threads; ``publish``, ``finish``, ``wait``, ``wait_any`` and
-    ``release`` from one consumer thread at a time; ``cancel`` from any thread.
+    number of worker threads (in a tagged window, ``claim(w)`` from one thread per
+    ``w``); ``publish``, ``finish``, ``wait``, ``wait_any`` and ``release`` from
+    one consumer thread at a time; ``cancel`` from any thread.
     """
 
-    def __cinit__(self, Py_ssize_t size):
+    def __cinit__(self, Py_ssize_t size, int owners=0):
+        cdef int w
         if size < 1:
             raise ValueError(f"{size=} must be >= 1")
         if size > MAX_SLOTS:
             raise ValueError(f"{size=} must be <= {MAX_SLOTS}")
+        if owners < 0 or owners > MAX_OWNERS:
+            raise ValueError(f"{owners=} must be in [0, {MAX_OWNERS}]")
         self._slots = dl_slots_new(size)
         if self._slots == NULL:
             raise MemoryError(f"cannot allocate a reorder ring of {size} slots")
         self._size = size
+        self._owners = owners
+        if owners > 0:
+            self._slot_owner = dl_slots_new(size)
+            self._cursors = dl_slots_new(owners)
+            self._owner_waiting = dl_ints_new(owners)
+            self._owner_ready = dl_conds_new(owners)
+            if (self._slot_owner == NULL or self._cursors == NULL or self._owner_waiting == NULL
+                    or self._owner_ready == NULL):
+                raise MemoryError(f"cannot allocate a window for {owners} owners")
+            for w in range(owners):
+                self._cursors[w].store(0)
         self._wake_threshold = max(1, size // 2)
         self._claimed.store(0)
         self._published.store(0)
@@ -94,11 +135,28 @@ cdef class Window:
         if self._slots != NULL:
             dl_slots_free(self._slots)
             self._slots = NULL
+        if self._cursors != NULL:
+            dl_slots_free(self._cursors)
+            self._cursors = NULL
+        if self._slot_owner != NULL:
+            dl_slots_free(self._slot_owner)
+            self._slot_owner = NULL
+        if self._owner_waiting != NULL:
+            dl_ints_free(self._owner_waiting)
+            self._owner_waiting = NULL
+        if self._owner_ready != NULL:
+            dl_conds_free(self._owner_ready)
+            self._owner_ready = NULL
 
     @property
     def size(self):
         """Number of slots in the ring (batches)."""
         return self._size
+
+    @property
+    def owners(self):
+        """0 (untagged) or the number of workers batches are tagged for."""
+        return self._owners
 
     @property
     def base(self):
@@ -118,38 +176,56 @@ cdef class Window:
     @property
     def cancelled(self):
         """True once ``cancel()`` was called."""
-        return self._state.load() == CANCELLED
+        return self._state.load() == STATE_CANCELLED
 
     # -- consumer side ---------------------------------------------------------
 
-    def publish(self):
+    def publish(self, int owner=ANY_OWNER):
         """Hand out the next batch; its task must already be in its slot.
 
+        Args:
+            owner: the worker that builds it: -1 (any worker) in an untagged window,
+                ``0 <= owner < owners`` in a tagged one.
+
         Returns:
-            The batch number ``k`` just published (its slot is ``k % size``), or -1
-            when the epoch was cancelled (by a ``cancel()`` from any thread).
+            The batch number ``k`` just published (its slot is ``k % size``), or
+            ``CANCELLED`` when the epoch was cancelled (by ``cancel()`` from any thread).
 
         Raises:
             RuntimeError: the window is full (``published == base + size``) or the
                 epoch was finished.
+            ValueError: ``owner`` does not fit the window's kind.
         """
         cdef int64_t p = self._published.load()
         cdef int state = self._state.load()
-        if state == CANCELLED:
-            return -1
+        if state == STATE_CANCELLED:
+            return S_CANCELLED
         if state != OPEN:
             raise RuntimeError("cannot publish into a finished window")
         if p >= self._base.load() + self._size:
             raise RuntimeError(f"window full: {p=} base={self._base.load()} size={self._size}")
+        if self._owners == 0:
+            if owner != ANY_OWNER:
+                raise ValueError(f"{owner=}: an untagged window takes batches for any worker (-1)")
+            self._published.store(p + 1, memory_order_release)
+            # Wake a sleeping worker only once half the window is claimable: a worker that
+            # outpaces the consumer then refills several slots per wake-up instead of paying
+            # a wake-up per batch.  The consumer wakes workers itself before it sleeps
+            # (_wake_workers_if_claimable), so a claimable batch never waits on a sleeper.
+            if self._waiting_workers.load() > 0 and p + 1 - self._claimed.load() >= self._wake_threshold:
+                with nogil:
+                    self._mutex.lock()
+                    self._work_ready.notify_one()
+                    self._mutex.unlock()
+            return p
+        if owner < 0 or owner >= self._owners:
+            raise ValueError(f"{owner=} must be in [0, {self._owners}) in a tagged window")
+        self._slot_owner[p % self._size].store(owner_tag(p, owner), memory_order_relaxed)
         self._published.store(p + 1, memory_order_release)
-        # Wake a sleeping worker only once half the window is claimable: a worker that
-        # outpaces the consumer then refills several slots per wake-up instead of paying
-        # a wake-up per batch.  The consumer wakes workers itself before it sleeps
-        # (_wake_workers_if_claimable), so a claimable batch never waits on a sleeper.
-        if self._waiting_workers.load() > 0 and p + 1 - self._claimed.load() >= self._wake_threshold:
+        if self._owner_waiting[owner].load() != 0:
             with nogil:
                 self._mutex.lock()
-                self._work_ready.notify_one()
+                self._owner_ready[owner].notify_one()
                 self._mutex.unlock()
         return p
 
@@ -162,7 +238,7 @@ cdef class Window:
 
     def cancel(self):
         """Stop the epoch: workers claim nothing more, waits return at once."""
-        self._state.store(CANCELLED)
+        self._state.store(STATE_CANCELLED)
         with nogil:
             self._notify_all()
 
@@ -177,18 +253,18 @@ cdef class Window:
             timeout_s: seconds to wait at most; ``0`` waits without limit.
 
         Returns:
-            1 when ready, 0 when ``timeout_s`` passed, -1 when the epoch was cancelled.
+            ``k`` when ready, ``TIMED_OUT`` when ``timeout_s`` passed, ``CANCELLED``
+            when the epoch was cancelled.
         """
         if k < self._base.load() or k >= self._published.load():
             raise ValueError(f"batch {k} is outside [{self._base.load()}, {self._published.load()})")
-        cdef int64_t r = self._block(k, timeout_s)
-        return 1 if r >= 0 else (0 if r == TIMED_OUT else -1)
+        return self._block(k, timeout_s)
 
     def wait_any(self, double timeout_s=0.0):
         """Block until some batch in the window has its result (completion order).
 
         Returns:
-            The smallest ready batch number, -1 on timeout, -2 when cancelled.
+            The smallest ready batch number, ``TIMED_OUT`` or ``CANCELLED``.
 
         Raises:
             ValueError: no batch is published and not taken.
@@ -197,9 +273,9 @@ cdef class Window:
             raise ValueError("no batch in flight")
         return self._block(ANY, timeout_s)
 
-    cdef int64_t _block(self, int64_t k, double timeout_s) except? -3:
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -4:
         """Wait for batch ``k`` (or ``ANY``) in slices without the GIL, running signal
-        handlers between slices; return the ready batch, TIMED_OUT or WAS_CANCELLED."""
+        handlers between slices; return the ready batch, S_TIMED_OUT or S_CANCELLED."""
         cdef int64_t deadline, now, slice_us, r
         r = self._ready(k)
         if r >= 0:
@@ -210,11 +286,11 @@ cdef class Window:
             if deadline >= 0:
                 now = dl_now_us()
                 if now >= deadline:
-                    return TIMED_OUT
+                    return S_TIMED_OUT
                 slice_us = min(slice_us, deadline - now)
             with nogil:
                 r = self._wait_ready(k, slice_us)
-            if r != TIMED_OUT:
+            if r != S_TIMED_OUT:
                 return r
             PyErr_CheckSignals()
 
@@ -233,21 +309,31 @@ cdef class Window:
 
     # -- worker side -----------------------------------------------------------
 
-    def claim(self):
-        """Claim the next published batch, sleeping (GIL released) until one is.
+    def claim(self, int worker_id=ANY_OWNER):
+        """Claim the next batch for ``worker_id``, sleeping (GIL released) until one is
+        published.
+
+        In an untagged window any batch is for any worker (``worker_id`` is not
+        used); in a tagged one, only the batches published for ``worker_id``.
 
         Returns:
-            The batch number, or -1 when the epoch is finished and every batch is
-            claimed, or cancelled.
+            The batch number, or ``END`` when the epoch is finished and every batch
+            (of this worker) is claimed, or cancelled.
         """
         cdef int64_t k
+        if self._owners == 0:
+            with nogil:
+                k = self._claim_blocking()
+            return k
+        if worker_id < 0 or worker_id >= self._owners:
+            raise ValueError(f"{worker_id=} must be in [0, {self._owners}) in a tagged window")
         with nogil:
-            k = self._claim_blocking()
+            k = self._claim_owned_blocking(worker_id)
         return k
 
     def complete(self, int64_t k):
         """Publish batch ``k``'s result (already stored in slot ``k % size``)."""
-        if k < 0 or k >= self._claimed.load():
+        if k < 0 or k >= self._published.load() or (self._owners == 0 and k >= self._claimed.load()):
             raise ValueError(f"batch {k} was never claimed")
         self._complete(k)
 
@@ -269,7 +355,11 @@ cdef class Window:
         return self._active.load()
 
     def wait_idle(self, double timeout_s):
-        """Wait (GIL released) until no worker is active; True if that happened in time."""
+        """Wait (GIL released) until no worker is active; True if that happened in time.
+
+        Waits in 50 ms slices and runs signal handlers between them, so Ctrl-C
+        (``KeyboardInterrupt``) ends the wait.  ``timeout_s <= 0`` only checks.
+        """
         cdef int64_t deadline = dl_now_us() + <int64_t>(timeout_s * 1e6)
         cdef int64_t now
         cdef bint idle
@@ -281,6 +371,7 @@ cdef class Window:
                 return True
             if dl_now_us() >= deadline:
                 return False
+            PyErr_CheckSignals()
 
     # -- nogil internals -------------------------------------------------------
 
@@ -294,8 +385,8 @@ cdef class Window:
     cdef int64_t _claim_blocking(self) noexcept nogil:
         cdef int64_t k
         cdef int state
-        if self._state.load() == CANCELLED:
-            return -1
+        if self._state.load() == STATE_CANCELLED:
+            return S_END
         k = self._try_claim()
         if k >= 0:
             return k
@@ -303,8 +394,8 @@ cdef class Window:
         self._waiting_workers.fetch_add(1)
         while True:
             state = self._state.load()
-            if state == CANCELLED:
-                k = -1
+            if state == STATE_CANCELLED:
+                k = S_END
                 break
             k = self._try_claim()
             if k >= 0:
@@ -316,7 +407,48 @@ cdef class Window:
             dl_cond_wait_us(self._work_ready, self._mutex, WORKER_SLICE_US)
         self._waiting_workers.fetch_sub(1)
         self._mutex.unlock()
-        return k
+        return S_END if k < 0 else k
+
+    cdef int64_t _try_claim_owned(self, int w) noexcept nogil:
+        # Only worker w moves its cursor: the next batch it has not looked at yet.  Batches
+        # below base are taken, so never w's unclaimed ones; a slot's tag names its batch
+        # number too, so a slot reused for batch c + size is never mistaken for batch c.
+        cdef int64_t c = max(self._cursors[w].load(memory_order_relaxed), self._base.load())
+        cdef int64_t end = self._published.load(memory_order_acquire)
+        while c < end:
+            if self._slot_owner[c % self._size].load(memory_order_relaxed) == owner_tag(c, w):
+                self._cursors[w].store(c + 1, memory_order_relaxed)
+                self._claimed.fetch_add(1)
+                return c
+            c += 1
+        self._cursors[w].store(c, memory_order_relaxed)
+        return -1
+
+    cdef int64_t _claim_owned_blocking(self, int w) noexcept nogil:
+        cdef int64_t k
+        cdef int state
+        if self._state.load() == STATE_CANCELLED:
+            return S_END
+        k = self._try_claim_owned(w)
+        if k >= 0:
+            return k
+        self._mutex.lock()
+        self._owner_waiting[w].store(1)
+        while True:
+            state = self._state.load()
+            if state == STATE_CANCELLED:
+                k = S_END
+                break
+            k = self._try_claim_owned(w)
+            if k >= 0:
+                break
+            if state == FINISHED:
+                k = self._try_claim_owned(w)
+                break
+            dl_cond_wait_us(self._owner_ready[w], self._mutex, WORKER_SLICE_US)
+        self._owner_waiting[w].store(0)
+        self._mutex.unlock()
+        return S_END if k < 0 else k
 
     cdef void _complete(self, int64_t k) noexcept nogil:
         self._slots[k % self._size].store(k, memory_order_release)
@@ -337,7 +469,7 @@ cdef class Window:
         return -1
 
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil:
-        # One slice of the consumer's sleep: the ready batch, TIMED_OUT or WAS_CANCELLED.
+        # One slice of the consumer's sleep: the ready batch, S_TIMED_OUT or S_CANCELLED.
         cdef int64_t r
         cdef int64_t start = dl_now_us()
         cdef int64_t left
@@ -348,12 +480,12 @@ cdef class Window:
             r = self._ready(k)
             if r >= 0:
                 break
-            if self._state.load() == CANCELLED:
-                r = WAS_CANCELLED
+            if self._state.load() == STATE_CANCELLED:
+                r = S_CANCELLED
                 break
             left = slice_us - (dl_now_us() - start)
             if left <= 0:
-                r = TIMED_OUT
+                r = S_TIMED_OUT
                 break
             dl_cond_wait_us(self._result_ready, self._mutex, left)
         self._consumer_waiting.store(0)
@@ -370,14 +502,18 @@ cdef class Window:
         self._base.store(b, memory_order_release)
 
     cdef void _wake_workers_if_claimable(self) noexcept nogil:
-        # Called with the mutex held, by a consumer about to sleep.
+        # Called with the mutex held, by a consumer about to sleep (an owner is woken by
+        # publish itself, so only the untagged window needs this).
         if self._waiting_workers.load() > 0 and self._claimed.load() < self._published.load():
             self._work_ready.notify_all()
 
     cdef void _notify_all(self) noexcept nogil:
+        cdef int w
         self._mutex.lock()
         self._work_ready.notify_all()
         self._result_ready.notify_all()
+        for w in range(self._owners):
+            self._owner_ready[w].notify_all()
         self._mutex.unlock()
 
     cdef bint _wait_idle(self, int64_t slice_us) noexcept nogil:

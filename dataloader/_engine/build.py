@@ -1,0 +1,242 @@
+"""Building one batch from one work item: fetch (or draw), transform, collate.
+
+A builder is made once per epoch and called by whichever thread builds a batch
+(a worker, or the consumer when ``num_workers=0``).  ``Builder.build`` is the one
+place that sets the thread's ``item_rng`` epoch, turns a ``StopIteration`` into
+a ``RuntimeError`` (PEP 479: it would end the caller's loop, a silently short
+epoch) and catches every exception into a ``Failure``, which the consumer
+re-raises for that batch.
+
+- ``Fetcher`` (map-style): a work item is a batch of indices.
+- ``StreamBatcher`` (``IterableDataset``): a work item is "the next batch of this
+  worker's stream"; it returns ``END`` once the stream has ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+from dataloader import _context
+from dataloader._engine.lanes import LanePool, fetch_with_lanes
+
+__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher", "check_item_count"]
+
+END: Any = type("End", (), {"__repr__": lambda self: "END", "__slots__": ()})()
+"""What ``StreamBatcher`` returns for a stream that has ended (never a batch)."""
+
+
+class Failure:
+    """An exception raised while building a batch, carried to the consumer.
+
+    The exception object keeps its original type and traceback; ``reraise``
+    raises it on the consumer thread, where Python appends the consumer's frames.
+    Each raise starts again from the traceback the worker caught, so one exception
+    carried for several batches (a failing ``worker_init_fn``) does not grow.
+    """
+
+    __slots__ = ("exc", "tb")
+
+    def __init__(self, exc: BaseException, tb: TracebackType | None = None) -> None:
+        self.exc: BaseException | None = exc
+        self.tb = tb if tb is not None else exc.__traceback__
+
+    def again(self) -> Failure:
+        """A new ``Failure`` of the same exception and traceback (one per batch)."""
+        assert self.exc is not None
+        return Failure(self.exc, self.tb)
+
+    def reraise(self) -> None:
+        exc, tb = self.exc, self.tb
+        self.exc = self.tb = None
+        assert exc is not None
+        try:
+            raise exc.with_traceback(tb)
+        finally:
+            del exc, tb
+
+
+def check_item_count(items: Sequence[Any], indices: Sequence[Any]) -> None:
+    """Raise ``ValueError`` when ``__getitems__`` returned the wrong number of items."""
+    if len(items) != len(indices):
+        raise ValueError(f"__getitems__ returned {len(items)} items for {len(indices)} indices")
+
+
+class Builder:
+    """What every builder shares: ``collate_fn``, ``transform`` and the ``item_rng`` epoch.
+
+    Args:
+        collate_fn: called with the list of items (or the single item).
+        transform: ``transform(item) -> item``, run per item before collation, or None.
+        epoch_key: ``(base_seed, epoch)`` for ``item_rng``.
+
+    Thread-safety: stateless between calls; any number of threads may build at once.
+    """
+
+    __slots__ = ("_collate", "_transform", "_epoch_key")
+
+    def __init__(
+        self, collate_fn: Callable[[Any], Any], transform: Callable[[Any], Any] | None, epoch_key: tuple[int, int]
+    ) -> None:
+        self._collate = collate_fn
+        self._transform = transform
+        self._epoch_key = epoch_key
+
+    def build(self, item: Any) -> Any:
+        """The batch for work item ``item``, a ``Failure`` (its exception), or ``END``.
+
+        The thread's ``item_rng`` epoch is set for the call and restored afterwards,
+        so the consumer thread (``num_workers=0``) keeps no trace of the epoch.
+        """
+        saved = _context._swap_epoch_key(self._epoch_key)
+        try:
+            return self._build(item)
+        except StopIteration as exc:
+            error = RuntimeError(
+                "the dataset, transform or collate_fn raised StopIteration while building a batch"
+            )
+            error.__cause__ = exc
+            return Failure(error)
+        except BaseException as exc:  # carried to the consumer, whatever it is
+            return Failure(exc)
+        finally:
+            _context._set_epoch_key(saved)
+
+    def _build(self, item: Any) -> Any:
+        raise NotImplementedError
+
+
+class Fetcher(Builder):
+    """Builds a map-style batch from its indices.
+
+    Args:
+        dataset: the map-style dataset.
+        auto_collation: True when work items are lists of indices (``batch_size`` or
+            ``batch_sampler`` set); False for ``batch_size=None``, where each item is
+            one index and ``collate_fn`` converts one item.
+        lanes: a ``LanePool`` when ``item_concurrency > 1``, else None.
+        item_concurrency: lanes per batch (>= 1).
+    """
+
+    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems")
+
+    def __init__(
+        self,
+        dataset: Any,
+        auto_collation: bool,
+        collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None,
+        lanes: LanePool | None,
+        item_concurrency: int,
+        epoch_key: tuple[int, int],
+    ) -> None:
+        super().__init__(collate_fn, transform, epoch_key)
+        self._dataset = dataset
+        self._auto = auto_collation
+        self._lanes = lanes
+        self._k = item_concurrency
+        self._getitems = getattr(dataset, "__getitems__", None)
+
+    def _build(self, indices: Any) -> Any:
+        if not self._auto:
+            return self._collate(self.fetch_item(indices))
+        if self._k > 1 and self._lanes is not None:
+            items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
+        elif self._getitems is not None:
+            items = self._getitems(indices)
+            check_item_count(items, indices)
+            if self._transform is not None:
+                items = self._transform_all(indices, items)
+        else:
+            items = [self.fetch_item(i) for i in indices]
+        return self._collate(items)
+
+    def fetch_item(self, index: Any) -> Any:
+        """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
+        saved = _context._swap_index(index)
+        try:
+            item = self._dataset[index]
+            if self._transform is not None:
+                item = self._transform(item)
+            return item
+        finally:
+            _context._set_index(saved)
+
+    def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
+        out = []
+        transform = self._transform
+        assert transform is not None
+        saved = _context._swap_index(None)
+        try:
+            for index, item in zip(indices, items):
+                _context._set_index(index)
+                out.append(transform(item))
+        finally:
+            _context._set_index(saved)
+        return out
+
+
+class Stream:
+    """One ``iter(dataset)``, ended for good at its first ``StopIteration``.
+
+    As in PyTorch, an iterator that would yield again after ``StopIteration`` is
+    not asked again: the batch cut short by ``StopIteration`` is the last one.  A
+    stream that could not start carries its ``Failure``: built once, then ``END``.
+    """
+
+    __slots__ = ("it", "ended", "failure")
+
+    def __init__(self, it: Iterator[Any] | None, failure: Failure | None = None) -> None:
+        self.it = it
+        self.ended = it is None
+        self.failure = failure
+
+
+class StreamBatcher(Builder):
+    """Cuts a ``Stream``'s items into collated batches.
+
+    Args:
+        batch_size: items per batch, or None for no auto-batching (one item each).
+        drop_last: drop a short final batch.
+
+    An exception from the iterator or from ``collate_fn`` is returned (as a
+    ``Failure``) for its batch; the next call goes on with the same iterator (a
+    generator that raised is finished, which ends the stream), as PyTorch's
+    workers do.
+    """
+
+    __slots__ = ("_batch_size", "_drop_last")
+
+    def __init__(
+        self,
+        batch_size: int | None,
+        drop_last: bool,
+        collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None,
+        epoch_key: tuple[int, int],
+    ) -> None:
+        super().__init__(collate_fn, transform, epoch_key)
+        self._batch_size = batch_size
+        self._drop_last = drop_last
+
+    def _build(self, stream: Stream) -> Any:
+        if stream.failure is not None:
+            failure, stream.failure = stream.failure, None
+            return failure
+        if stream.ended:
+            return END
+        it = stream.it
+        assert it is not None
+        want = 1 if self._batch_size is None else self._batch_size
+        items: list[Any] = []
+        try:
+            while len(items) < want:
+                items.append(next(it))
+        except StopIteration:  # the stream ended (not an error: caught before the builder's rule)
+            stream.ended = True
+            if not items or (self._drop_last and self._batch_size is not None):
+                return END
+        if self._transform is not None:
+            items = [self._transform(item) for item in items]
+        return self._collate(items[0] if self._batch_size is None else items)

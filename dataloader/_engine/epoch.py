@@ -1,0 +1,414 @@
+"""One epoch: the consumer's iterator, on the native window or inline.
+
+``Epoch`` (``num_workers > 0``, map-style and iterable alike) runs the claim
+window of ``_native._ring``: the consumer asks its work-item source
+(``dataloader._engine.items``) for items only as the window moves and publishes
+each into its slot (tagged with the worker that must build it, for iterable
+streams); worker threads claim, build and complete items; the reorder ring
+gives the results back in epoch order (or in completion order with
+``in_order=False``).  ``SequentialEpoch`` (``num_workers=0``) builds the same
+items inside ``next()``.  Both keep one contract:
+
+- a batch's exception is raised by ``next()`` for that batch, and the next
+  ``next()`` continues;
+- an exception from the sampler is raised at the position where it happened,
+  after every earlier batch, and then the epoch ends; a failure to start the
+  epoch is raised once, by the first ``next()`` (seed 004), and the epoch ends;
+- ``next()`` from two threads at once raises ``RuntimeError``; ``next()`` in a
+  process other than the one that started the epoch (after ``fork()``) raises
+  ``RuntimeError``;
+- ``close()`` (also on ``with`` exit) stops the epoch: no worker starts another
+  batch, batches in flight are waited for (at most ``SHUTDOWN_JOIN_TIMEOUT_S``,
+  in slices that run signal handlers; not at all from a worker thread, after
+  ``fork()`` or at interpreter shutdown) and dropped, and the epoch lets go of
+  its loader.  A dropped epoch is closed by a ``weakref.finalize`` that only
+  cancels the window (it never waits, and takes no lock a worker may hold).
+
+Workers never hold the epoch strongly while they sleep: their job is the native
+``Window`` (which owns no Python object) and a weak reference to ``_Shared``;
+they take a strong reference only while they build one item.  So an epoch that
+its own dataset or ``collate_fn`` refers to is still collected, and its
+finalizer then lets the workers go.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from dataloader import _context
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.build import END, Failure
+from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.pool import WorkerPool
+from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
+
+__all__ = ["Epoch", "EpochIterator", "SequentialEpoch", "WorkSource"]
+
+
+class WorkSource(Protocol):
+    """What an epoch needs from its work items (see ``dataloader._engine.items``)."""
+
+    owners: int
+
+    def next_item(self) -> tuple[Any, int]: ...
+    def taken(self, owner: int, result: Any) -> bool: ...
+    def describe(self, k: int, owner: int | None) -> str: ...
+    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo: ...
+    def build(self, worker_id: int, item: Any) -> Any: ...
+    def stop_worker(self, worker_id: int) -> None: ...
+
+
+def _forked_error(pid: int) -> RuntimeError:
+    return RuntimeError(
+        f"this DataLoader iterator was started in process {pid}, not in this one ({os.getpid()}): "
+        f"after fork() its worker threads do not exist here; start a new epoch with iter(loader)"
+    )
+
+
+class EpochIterator:
+    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
+
+    _length: int | None = None
+    _start_error: BaseException | None = None
+
+    def __init__(self, length: int | None, start_error: BaseException | None) -> None:
+        self._length = length
+        self._start_error = start_error
+        self._pid = os.getpid()
+
+    def __iter__(self) -> EpochIterator:
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this epoch has no length (its sampler or dataset has no __len__)")
+        return self._length
+
+    def __enter__(self) -> EpochIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _raise_start_error(self) -> None:
+        """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
+        if self._start_error is not None:
+            exc, self._start_error = self._start_error, None
+            self.close()
+            raise exc
+
+    @staticmethod
+    def _concurrent_next() -> RuntimeError:
+        return RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+
+
+class SequentialEpoch(EpochIterator):
+    """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``.
+
+    Args:
+        produce: returns the next batch, a ``Failure`` or ``END`` (see ``items``).
+        length: ``len()`` of the epoch, or None.
+        start_error: the exception that stopped the epoch from starting, or None.
+    """
+
+    def __init__(
+        self, *, produce: Callable[[], Any] | None, length: int | None, start_error: BaseException | None = None
+    ) -> None:
+        super().__init__(length, start_error)
+        self._produce = produce
+        self._inside = threading.Lock()
+
+    def __next__(self) -> Any:
+        if not self._inside.acquire(blocking=False):
+            raise self._concurrent_next()
+        try:
+            self._raise_start_error()
+            produce = self._produce  # close() may run on another thread
+            if produce is None:
+                raise StopIteration
+            try:
+                out = produce()
+            except BaseException:  # the sampler failed: raised at its position, then the end
+                self.close()
+                raise
+            if out is END:
+                self.close()
+                raise StopIteration
+            if isinstance(out, Failure):
+                out.reraise()
+            return out
+        finally:
+            self._inside.release()
+
+    def close(self) -> None:
+        self._produce = None
+
+
+class _Shared:
+    """The part of an epoch that worker threads see, through a weak reference."""
+
+    __slots__ = ("source", "size", "tasks", "results", "infos", "__weakref__")
+
+    def __init__(self, source: WorkSource, size: int, num_workers: int) -> None:
+        self.source: WorkSource | None = source
+        self.size = size
+        self.tasks: list[Any] = [None] * size
+        self.results: list[Any] = [None] * size
+        self.infos: list[_context.WorkerInfo | None] = [None] * num_workers
+
+    def clear(self) -> None:
+        self.source = None
+        for i in range(self.size):
+            self.tasks[i] = self.results[i] = None
+        self.infos = [None] * len(self.infos)
+
+
+def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
+    """One worker's part of an epoch: start, then claim, build and complete items.
+
+    Holds ``window`` and ``ref`` only while it sleeps in ``claim``; leaves when the
+    window is finished or cancelled, or when the epoch was collected.
+    """
+    try:
+        shared = ref()
+        source = shared.source if shared is not None else None
+        if shared is None or source is None:
+            return
+        shared.infos[worker_id] = source.start_worker(worker_id, window)
+        del shared, source
+        _context._set_worker(None)
+        while (k := window.claim(worker_id)) >= 0:
+            shared = ref()
+            source = shared.source if shared is not None else None
+            if shared is None or source is None:
+                return
+            slot = k % shared.size
+            _context._set_worker(shared.infos[worker_id])
+            shared.results[slot] = source.build(worker_id, shared.tasks[slot])
+            _context._set_worker(None)
+            del shared, source
+            window.complete(k)
+    finally:
+        # Drop every reference into the epoch before leave(): close() returns as soon as
+        # the last worker leaves, and then nothing may hold the dataset.  The worker's own
+        # objects (its stream) are dropped here, on its thread: on 3.13t an object is freed
+        # promptly only by the thread that owns it.
+        shared = ref()
+        source = shared.source if shared is not None else None
+        if source is not None:
+            source.stop_worker(worker_id)
+        shared = source = None
+        _context._set_worker(None)
+        _context._set_epoch_key(None)
+        window.leave()
+
+
+def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int) -> None:
+    # An epoch dropped without close(): cancel, and wait (bounded) for the batches in
+    # flight on the native window only, as close() does.  Never a Python lock a worker may
+    # hold, and no wait at all at interpreter shutdown (a frozen daemon thread never
+    # leaves), after fork() or on one of the pool's own threads.
+    if os.getpid() != pid:
+        return
+    window.cancel()
+    if sys.is_finalizing():
+        return
+    if not pool.owns_current_thread():
+        window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
+    if owns_pool:
+        pool.shutdown()
+
+
+class Epoch(EpochIterator):
+    """``num_workers > 0``: worker threads fill a bounded, ordered window of batches.
+
+    Args:
+        source: the epoch's work items (``MapItems`` or ``StreamItems``).
+        pool: the worker pool that serves this epoch (idle).
+        owns_pool: the epoch shuts ``pool`` down when it closes (a pool of its own).
+        window: batches being built or waiting (the plan's window).
+        length: ``len()`` of the epoch, or None.
+        timeout_s: seconds ``next()`` waits for one batch; 0 waits without limit.
+        in_order: False yields batches in completion order.
+        keep_alive: kept referenced until ``close()`` (the loader, as torch's iterator does).
+        start_error: the exception that stopped the epoch from starting, or None.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: WorkSource,
+        pool: WorkerPool,
+        owns_pool: bool,
+        window: int,
+        length: int | None,
+        timeout_s: float,
+        in_order: bool,
+        keep_alive: Any = None,
+        start_error: BaseException | None = None,
+    ) -> None:
+        super().__init__(length, start_error)
+        self._state = threading.Lock()  # guards the three flags below; never held while waiting
+        self._closed = False
+        self._busy = False  # a thread is inside next()
+        self._cleaned = False
+        self._close_wait_s = SHUTDOWN_JOIN_TIMEOUT_S
+        self._timeout_s = timeout_s
+        self._in_order = in_order
+        self._keep_alive = keep_alive
+        self._pool: WorkerPool | None = pool
+        self._window = Window(window, source.owners)
+        self._source: WorkSource | None = source
+        self._shared = _Shared(source, window, pool.num_workers)
+        self._owner = [-1] * window  # the worker each published slot is for (consumer only)
+        self._exhausted = False
+        self._pending_error: tuple[int, BaseException] | None = None
+        own = pool if owns_pool else None
+        self._own_pool = own
+        self._finalizer = weakref.finalize(self, _finalize, self._window, pool, owns_pool, self._pid)
+        self._finalizer.atexit = False  # at exit the daemon threads simply stop
+        if start_error is not None:
+            self._exhausted = True
+            self._window.finish()
+            return
+        self._fill()
+        pool.run(self._window, functools.partial(_work, self._window, weakref.ref(self._shared)))
+
+    def _fill(self) -> None:
+        """Publish items until the window is full or the source is exhausted."""
+        window, shared, source = self._window, self._shared, self._source
+        limit = window.base + shared.size
+        while not self._exhausted and not self._closed and window.published < limit and source is not None:
+            try:
+                task, owner = source.next_item()
+            except StopIteration:
+                self._exhausted = True
+                window.finish()
+                return
+            except Exception as exc:
+                self._pending_error = (window.published, exc)
+                self._exhausted = True
+                window.finish()
+                return
+            slot = window.published % shared.size
+            shared.tasks[slot] = task
+            self._owner[slot] = owner
+            if window.publish(owner) == CANCELLED:  # by a close() meanwhile
+                return
+
+    def __next__(self) -> Any:
+        # close() may come from any thread at any time, also from code that next() runs
+        # (the sampler).  It never waits for next(): while next() runs it only cancels the
+        # window (waking the wait below) and next() does the clean-up on its way out.
+        if self._pid != os.getpid():
+            raise _forked_error(self._pid)
+        with self._state:
+            if self._closed and self._start_error is None:
+                raise StopIteration
+            if self._busy:
+                raise self._concurrent_next()
+            self._busy = True
+        try:
+            self._raise_start_error()
+            return self._next()
+        finally:
+            with self._state:
+                self._busy = False
+                cleanup = self._closed and not self._cleaned
+                self._cleaned = self._cleaned or cleanup
+            if cleanup:
+                self._cleanup()
+
+    def _next(self) -> Any:
+        window, shared = self._window, self._shared
+        while True:
+            k = window.base
+            if k == window.published:
+                self._end_of_epoch(k)
+            try:
+                r = window.wait(k, self._timeout_s) if self._in_order else window.wait_any(self._timeout_s)
+            except KeyboardInterrupt:
+                self._close(wait_s=0.0)  # Ctrl-C: stop at once, without waiting for batches in flight
+                raise
+            if r < 0 or self._closed:
+                self._raise_status(r, k)
+            slot = r % shared.size
+            result, owner = shared.results[slot], self._owner[slot]
+            shared.results[slot] = shared.tasks[slot] = None
+            window.release(r)
+            source = self._source
+            keep = source is not None and source.taken(owner, result)
+            self._fill()
+            if not keep:
+                if source is None:
+                    raise StopIteration
+                continue  # an ended stream: not a batch
+            if isinstance(result, Failure):
+                result.reraise()
+            return result
+
+    def _raise_status(self, status: int, k: int) -> None:
+        """The one translation of the window's statuses into what ``next()`` raises."""
+        if status == TIMED_OUT and not self._closed:
+            source = self._source
+            owner = self._owner[k % self._shared.size] if self._in_order else None
+            what = source.describe(k, owner) if source is not None else f"batch {k}"
+            raise LoaderTimeoutError(f"{what} was not ready after timeout={self._timeout_s} s")
+        raise StopIteration  # CANCELLED, or closed meanwhile
+
+    def _end_of_epoch(self, k: int) -> None:
+        pending, self._pending_error = self._pending_error, None
+        self.close()
+        if pending is not None and pending[0] == k:
+            raise pending[1]
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the epoch; wait (bounded) for batches in flight; drop every reference.
+
+        Thread-safety: may be called from any thread, also while another thread is
+        inside ``next()``, which then raises ``StopIteration``.  In a process other
+        than the one that started the epoch (after ``fork()``) it returns at once.
+        """
+        self._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
+
+    def _close(self, wait_s: float) -> None:
+        if self._pid != os.getpid():
+            self._closed = True  # never touch the window or the pool: their locks may be held
+            self._keep_alive = self._source = self._pool = self._own_pool = None
+            self._finalizer.detach()
+            return
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            self._close_wait_s = wait_s
+            busy = self._busy
+            self._cleaned = not busy
+        self._window.cancel()  # wakes a next() waiting on another thread
+        if not busy:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        self._finalizer.detach()
+        pool, own = self._pool, self._own_pool
+        self._source = self._pool = self._own_pool = None
+        try:
+            wait = self._close_wait_s > 0 and pool is not None and not pool.owns_current_thread()
+            if wait and not sys.is_finalizing() and not self._window.wait_idle(self._close_wait_s):
+                assert pool is not None
+                pool.mark_stuck()  # a batch did not finish in time: the pool is not reused
+        finally:
+            self._shared.clear()
+            if own is not None:
+                own.shutdown()
+            self._keep_alive = None

@@ -1,0 +1,177 @@
+"""Work-item sources: what varies between a map-style and an iterable epoch.
+
+An epoch (``dataloader._engine.epoch``) asks its source, on the consumer thread,
+for the next work item and the worker it is for (``next_item``), and tells it
+about every result it takes (``taken``: False means "skip it, not a batch");
+worker threads ask it to start (``start_worker``) and to build an item
+(``build``).  ``sequential`` gives the ``num_workers=0`` path the same items
+built inline.
+
+- ``MapItems``: an item is the next batch of indices, drawn lazily from the
+  (batch) sampler only as the window moves; any worker builds any item.
+- ``StreamItems``: an item is "the next batch of worker w's stream", published
+  round-robin over the live streams (worker 0, 1, ..., skipping those that are
+  done), which is PyTorch's order.  A stream that has ended builds ``END``; the
+  consumer skips it and drops that worker from the rotation.  Each worker
+  iterates its own copy of the dataset (``worker_copy``), on its own thread only.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dataloader import _context
+from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher
+from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
+from dataloader._native._ring import Window
+
+__all__ = ["MapItems", "StreamItems"]
+
+ANY_WORKER = -1
+
+
+class MapItems:
+    """Map-style work items: batches of indices from ``indices``, built by ``fetch``.
+
+    Args:
+        indices: the epoch's (batch) sampler iterator, already started.
+        fetch: builds one batch from its indices.
+        setup: what a worker needs to start the epoch.
+        num_workers: workers of the epoch (0 for the sequential path).
+    """
+
+    owners = 0  # any worker builds any item
+
+    def __init__(self, indices: Iterator[Any], fetch: Fetcher, setup: WorkerSetup, num_workers: int) -> None:
+        self._indices = indices
+        self._fetch = fetch
+        self._setup = setup
+        self._num_workers = num_workers
+        self._init_failures: list[Failure | None] = [None] * num_workers
+
+    def next_item(self) -> tuple[Any, int]:
+        """The next batch's indices and ``ANY_WORKER`` (raises what the sampler raises)."""
+        return next(self._indices), ANY_WORKER
+
+    def taken(self, owner: int, result: Any) -> bool:
+        return True
+
+    def describe(self, k: int, owner: int | None) -> str:
+        return f"batch {k}"
+
+    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo:
+        """Run ``worker_init_fn``; its exception fails every batch this worker builds."""
+        info = worker_info(worker_id, self._num_workers, self._setup, self._setup.dataset)
+        try:
+            start_worker(worker_id, self._setup, info)
+        except BaseException as exc:
+            self._init_failures[worker_id] = Failure(exc)
+        return info
+
+    def build(self, worker_id: int, indices: Any) -> Any:
+        failure = self._init_failures[worker_id]
+        if failure is not None:
+            return failure.again()
+        return self._fetch.build(indices)
+
+    def stop_worker(self, worker_id: int) -> None:
+        pass
+
+    def sequential(self) -> Callable[[], Any]:
+        """``num_workers=0``: a function returning the next batch, a ``Failure`` or ``END``
+        (the sampler's exceptions propagate)."""
+        indices, fetch = self._indices, self._fetch
+
+        def produce() -> Any:
+            try:
+                batch = next(indices)
+            except StopIteration:
+                return END
+            return fetch.build(batch)
+
+        return produce
+
+
+class StreamItems:
+    """``IterableDataset`` work items: the next batch of one worker's stream.
+
+    Args:
+        dataset: the ``IterableDataset``.
+        batcher: cuts a stream into collated batches.
+        setup: what a worker needs to start the epoch.
+        num_workers: workers of the epoch (each iterates its own copy).
+    """
+
+    def __init__(self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int) -> None:
+        self.owners = num_workers
+        self._dataset = dataset
+        self._batcher = batcher
+        self._setup = setup
+        self._streams: list[Stream | None] = [None] * num_workers
+        self._live = list(range(num_workers))  # consumer only: workers whose END was not taken
+        self._last = -1  # consumer only: the worker the last item was published for
+        self._taken = 0  # consumer only: batches (and errors) taken so far
+
+    def next_item(self) -> tuple[Any, int]:
+        """``(None, worker)`` for the next live worker after the last one (round-robin).
+
+        Raises:
+            StopIteration: every stream has ended.
+        """
+        live = self._live
+        if not live:
+            raise StopIteration
+        worker = live[bisect.bisect_right(live, self._last) % len(live)]
+        self._last = worker
+        return None, worker
+
+    def taken(self, owner: int, result: Any) -> bool:
+        if result is END:
+            i = bisect.bisect_left(self._live, owner)
+            if i < len(self._live) and self._live[i] == owner:
+                del self._live[i]
+            return False
+        self._taken += 1
+        return True
+
+    def describe(self, k: int, owner: int | None) -> str:
+        source = "from any worker" if owner is None else f"from worker {owner}"
+        return f"batch {self._taken} ({source})"
+
+    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo:
+        """Copy the dataset, run ``worker_init_fn`` and start this worker's stream.
+
+        Like a torch worker process, every worker runs ``worker_init_fn`` at the
+        start of the epoch, also when the epoch was closed before it woke up.  A
+        failure (copy, ``worker_init_fn`` or ``iter()``) is built once, then ``END``.
+        """
+        setup = self._setup
+        info = worker_info(worker_id, self.owners, setup, setup.dataset)
+        try:
+            mine = worker_copy(setup.dataset, setup.persistent)
+            info = worker_info(worker_id, self.owners, setup, mine)
+            start_worker(worker_id, setup, info)
+            stream = Stream(None) if window.cancelled else Stream(iter(mine))
+        except BaseException as exc:
+            stream = Stream(None, Failure(exc))
+        self._streams[worker_id] = stream
+        return info
+
+    def build(self, worker_id: int, item: Any) -> Any:
+        stream = self._streams[worker_id]
+        return END if stream is None else self._batcher.build(stream)
+
+    def stop_worker(self, worker_id: int) -> None:
+        """Drop this worker's stream (on its own thread: a generator finishes there)."""
+        self._streams[worker_id] = None
+
+    def sequential(self) -> Callable[[], Any]:
+        """``num_workers=0``: the consumer iterates the dataset itself (no copy).
+
+        Raises:
+            Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
+        """
+        stream, batcher = Stream(iter(self._dataset)), self._batcher
+        return lambda: batcher.build(stream)

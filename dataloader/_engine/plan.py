@@ -1,0 +1,126 @@
+"""The loader's arguments resolved once into what every epoch needs (``EpochPlan``).
+
+``DataLoader.__init__`` validates its scalar options (``LoaderOptions``), picks
+the sampler and batch sampler, the collate function and the index source, and
+freezes them here; ``EpochPlan.start`` builds one epoch from them, with its
+epoch number, its pool and its length passed as keywords.  Nothing is injected
+into an epoch after it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from dataloader._context import epoch_seed
+from dataloader._engine.build import Fetcher, StreamBatcher
+from dataloader._engine.epoch import Epoch, EpochIterator, SequentialEpoch
+from dataloader._engine.items import MapItems, StreamItems
+from dataloader._engine.pool import WorkerPool, WorkerSetup
+
+__all__ = ["EpochPlan", "index_source"]
+
+
+def index_source(dataset: Any, auto_collation: bool, sampler: Any, batch_sampler: Any) -> Callable[[], Iterator[Any]]:
+    """What starts one epoch's indices: the sampler (``batch_size=None``) or the batch
+    sampler, as index arrays when the dataset accepts them (``accepts_index_arrays``)."""
+    if not auto_collation:
+        return lambda: iter(sampler)
+    if getattr(dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
+        return lambda: iter(batch_sampler._index_arrays())
+    return lambda: iter(batch_sampler)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochPlan:
+    """Everything an epoch needs from its loader, fixed at the loader's construction.
+
+    Attributes:
+        dataset: the dataset (map-style or ``IterableDataset``).
+        iterable: True for an ``IterableDataset``.
+        num_workers: worker threads (0: every batch is built inside ``next()``).
+        window: batches being built or waiting (``LoaderOptions.window``).
+        timeout_s: seconds ``next()`` waits for one batch (0: no limit).
+        in_order: epoch order (True) or completion order.
+        batch_size: items per batch of an ``IterableDataset``, or None.
+        drop_last: drop a short final batch of an ``IterableDataset`` stream.
+        auto_collation: work items are lists of indices (map-style).
+        collate_fn: turns a list of items (or one item) into a batch.
+        transform: per-item transform, or None.
+        worker_init_fn: called on each worker at the start of an epoch, or None.
+        persistent: ``persistent_workers``.
+        item_concurrency: lanes per map-style batch.
+        num_lanes: lane helper threads a pool needs (0 for none).
+        indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
+    """
+
+    dataset: Any
+    iterable: bool
+    num_workers: int
+    window: int
+    timeout_s: float
+    in_order: bool
+    batch_size: int | None
+    drop_last: bool
+    auto_collation: bool
+    collate_fn: Callable[[Any], Any]
+    transform: Callable[[Any], Any] | None
+    worker_init_fn: Callable[[int], None] | None
+    persistent: bool
+    item_concurrency: int
+    num_lanes: int
+    indices: Callable[[], Iterator[Any]] | None
+
+    def new_pool(self) -> WorkerPool | None:
+        """A pool for this plan's epochs, or None when they need no thread."""
+        if self.num_workers == 0 and self.num_lanes == 0:
+            return None
+        return WorkerPool(self.num_workers, self.num_lanes)
+
+    def start(
+        self,
+        *,
+        epoch_key: tuple[int, int],
+        pool: WorkerPool | None,
+        owns_pool: bool,
+        length: int | None,
+        keep_alive: Any,
+    ) -> EpochIterator:
+        """Start one epoch (its sampler is started here, on the calling thread).
+
+        Raises:
+            RuntimeError: ``pool`` cannot serve the epoch (shut down or busy).
+        """
+        setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
+        start_error: BaseException | None = None
+        source: MapItems | StreamItems
+        if self.iterable:
+            batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
+            source = StreamItems(self.dataset, batcher, setup, self.num_workers)
+        else:
+            assert self.indices is not None
+            lanes = pool.lanes if pool is not None else None
+            fetch = Fetcher(
+                self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes,
+                self.item_concurrency, epoch_key,
+            )
+            indices: Iterator[Any] = iter(())
+            try:
+                indices = self.indices()
+            except Exception as exc:  # seed 004: raised by the first next()
+                start_error = exc
+            source = MapItems(indices, fetch, setup, self.num_workers)
+        if self.num_workers == 0:
+            produce = None
+            if start_error is None:
+                try:
+                    produce = source.sequential()
+                except Exception as exc:
+                    start_error = exc
+            return SequentialEpoch(produce=produce, length=length, start_error=start_error)
+        assert pool is not None
+        return Epoch(
+            source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
+            timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
+        )
