@@ -59,3 +59,4 @@ def collect(loader: Any) -> list[tuple[str, Any]]:
             out.append(("error", (type(exc).__name__, exc.args)))
         else:
             out.append(("batch", batch))
+

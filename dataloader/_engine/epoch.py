@@ -261,7 +261,6 @@ class Epoch(EpochIterator):
         self._closed = False
         self._busy = False  # a thread is inside next()
         self._cleaned = False
-        self._close_wait_s = SHUTDOWN_JOIN_TIMEOUT_S
         self._timeout_s = timeout_s
         self._in_order = in_order
         self._keep_alive = keep_alive
@@ -391,24 +390,29 @@ class Epoch(EpochIterator):
             if self._closed:
                 return
             self._closed = True
-            self._close_wait_s = wait_s
             busy = self._busy
             self._cleaned = not busy
-        self._window.cancel()  # wakes a next() waiting on another thread
-        if not busy:
-            self._cleanup()
+        self._window.cancel()  # wakes a next() waiting on another thread, which then ends at once
+        try:
+            self._wait_for_workers(wait_s)
+        finally:
+            if not busy:
+                self._cleanup()
+
+    def _wait_for_workers(self, wait_s: float) -> None:
+        """Wait (bounded, in slices that run signal handlers) for the batches in flight;
+        not from a worker thread, nor at interpreter shutdown."""
+        pool = self._pool
+        if wait_s <= 0 or pool is None or pool.owns_current_thread() or sys.is_finalizing():
+            return
+        if not self._window.wait_idle(wait_s):
+            pool.mark_stuck()  # a batch did not finish in time: the pool is never reused
 
     def _cleanup(self) -> None:
         self._finalizer.detach()
-        pool, own = self._pool, self._own_pool
+        own = self._own_pool
         self._source = self._pool = self._own_pool = None
-        try:
-            wait = self._close_wait_s > 0 and pool is not None and not pool.owns_current_thread()
-            if wait and not sys.is_finalizing() and not self._window.wait_idle(self._close_wait_s):
-                assert pool is not None
-                pool.mark_stuck()  # a batch did not finish in time: the pool is not reused
-        finally:
-            self._shared.clear()
-            if own is not None:
-                own.shutdown()
-            self._keep_alive = None
+        self._shared.clear()
+        if own is not None:
+            own.shutdown()
+        self._keep_alive = None
