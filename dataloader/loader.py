@@ -144,7 +144,7 @@ class DataLoader(Generic[T_co]):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
         self.dataset = dataset
-        self._iterable = isinstance(dataset, IterableDataset)
+        self._iterable = _is_iterable_dataset(dataset)
         if not self._iterable and not hasattr(dataset, "__getitem__"):
             raise TypeError(
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
@@ -365,6 +365,14 @@ class DataLoader(Generic[T_co]):
             f"num_workers={self.num_workers}, prefetch_depth={self.prefetch_depth}, "
             f"item_concurrency={self.item_concurrency})"
         )
+
+
+def _is_iterable_dataset(dataset: Any) -> bool:
+    """Ours or torch's ``IterableDataset`` (torch's only if torch is imported already)."""
+    if isinstance(dataset, IterableDataset):
+        return True
+    tud = sys.modules.get("torch.utils.data")
+    return tud is not None and isinstance(dataset, tud.IterableDataset)
 
 
 def _base_seed(seed: int | None, generator: Any) -> int:
