@@ -108,8 +108,10 @@ def warn_many_workers(num_workers: int) -> None:
     warnings.warn(
         f"This DataLoader will create {num_workers} worker threads in total. Our suggested max "
         f"number of worker in current system is {cpus}, which is smaller than what this "
-        "DataLoader is going to create. More worker threads than CPUs help only when items wait "
-        "on I/O; for CPU-bound items lower num_workers (or raise item_concurrency for I/O).",
+        "DataLoader is going to create. Please be aware that excessive worker creation might get "
+        "DataLoader running slow or even freeze, lower the worker number to avoid potential "
+        "slowness/freeze if necessary. (Threads beyond the CPU count help only items that wait "
+        "on I/O.)",
         UserWarning,
         stacklevel=5,
     )

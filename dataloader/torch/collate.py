@@ -74,7 +74,9 @@ def _columns(batch: BatchedItems) -> list[torch.Tensor] | None:
     for c in cols:
         if not isinstance(c, np.ndarray) or c.ndim < 1 or c.dtype not in _FAST_DTYPES:
             return None
-    return [torch.from_numpy(np.ascontiguousarray(c)) for c in cols]
+    # A read-only column (e.g. a view of a read-only mapping) is copied: torch tensors are
+    # writable, and from_numpy on a read-only array warns.
+    return [torch.from_numpy(np.ascontiguousarray(c) if c.flags.writeable else np.array(c)) for c in cols]
 
 
 def default_collate(batch: Any) -> Any:

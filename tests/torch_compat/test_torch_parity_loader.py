@@ -2,7 +2,7 @@
 
 Runs only where torch is installed (here: /work/venvs/torch311); skipped elsewhere:
     /work/venvs/torch311/bin/python setup.py build_ext --inplace -q
-    /work/venvs/torch311/bin/python -m pytest -q tests/test_torch_parity_loader.py
+    /work/venvs/torch311/bin/python -m pytest -q tests/torch_compat/test_torch_parity_loader.py
 
 Compared: ``len()``, the indices of every batch (exactly for deterministic samplers, as
 multisets for random ones, whose draws differ by design), collated structure, shapes, dtypes
