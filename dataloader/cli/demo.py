@@ -13,6 +13,9 @@ digits the test accuracy ends above 90% (about 96%) within a few seconds.
 
 ``--data FILE.ndf`` trains on your file instead: it needs exactly one label
 column (l == 1) holding class ids 0, 1, ..., C-1.
+
+``--torch`` trains PyTorch's ``nn.Sequential`` on the digits through
+``dataloader.torch.DataLoader`` instead (needs torch; exit status 2 without it).
 """
 
 from __future__ import annotations
@@ -90,6 +93,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=0,
         help="seed of the split, the shuffling and nothing else (default 0)",
     )
+    p.add_argument(
+        "--torch",
+        action="store_true",
+        help="train PyTorch's nn.Sequential on the digits through dataloader.torch.DataLoader "
+        "(needs torch; --data, --optimizer and --test-fraction do not apply)",
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
@@ -162,6 +171,12 @@ def _convert_digits(folder: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    if args.torch:
+        if args.data is not None:
+            raise CliError("--data does not apply to demo --torch (it trains on the digits)")
+        from ._torch_demo import run_torch_demo
+
+        return run_torch_demo(args.epochs, args.batch_size, args.lr, args.num_workers, args.seed)
     print(f"dataloader demo: multinomial logistic regression, {describe_runtime()}")
     with tempfile.TemporaryDirectory(prefix="dataloader-demo-") as folder:
         if args.data is None:

@@ -91,8 +91,9 @@ def test_error_in_iter_and_in_worker_init_fn(data):
     def bad_init(_):
         raise RuntimeError("Error in worker_init_fn")
 
-    with pytest.raises(RuntimeError, match="Error in worker_init_fn"):
-        list(dt.DataLoader(data[2], num_workers=2, worker_init_fn=bad_init))
+    with dt.DataLoader(data[2], num_workers=2, worker_init_fn=bad_init) as loader:
+        with pytest.raises(RuntimeError, match="Error in worker_init_fn"):
+            list(loader)
 
 
 def test_invalid_assign_after_init(data):
