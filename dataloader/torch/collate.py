@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch.utils.data._utils import collate as _torch_collate
 
-from dataloader._batched import BatchedItems
+from dataloader._datasets.batched import BatchedItems
 
 __all__ = ["collate_tensor_fn", "default_collate", "default_collate_fn_map", "default_convert"]
 

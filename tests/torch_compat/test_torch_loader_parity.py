@@ -22,6 +22,7 @@ tud = pytest.importorskip("torch.utils.data")
 
 from _torch_helpers import assert_same_epochs, run  # noqa: E402
 
+import dataloader  # noqa: E402
 import dataloader.torch as dt  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -67,6 +68,8 @@ DATASETS = {
     "stack-tuple": lambda: tud.StackDataset(tensors(), Rich()),
     "stack-dict": lambda: tud.StackDataset(a=tensors(), b=list(range(N))),
     "rich": lambda: Rich(),
+    "our-stack": lambda: dataloader.StackDataset(x=tensors(), rich=Rich()),
+    "our-array": lambda: dataloader.ArrayDataset(np.arange(N * 2, dtype=np.float32).reshape(N, 2), np.arange(N)),
 }
 
 SAMPLERS = {
@@ -258,3 +261,38 @@ def test_the_base_seed_is_drawn_once_from_the_generator_as_torch_draws_it():
     list(loader)
     list(loader)
     assert torch.equal(g.get_state(), after)  # epochs do not draw from it again
+
+
+def test_the_numpy_loader_collates_torch_tensors_into_tensors():
+    ds = tensors()
+    for workers in (0, 2):
+        with dataloader.DataLoader(ds, batch_size=4, num_workers=workers) as loader:
+            got = list(loader)
+        assert_same_epochs(run(tud.DataLoader(ds, batch_size=4)), got)
+
+
+def test_the_numpy_collate_names_the_field_of_unequal_tensors():
+    with pytest.raises(RuntimeError, match=r"stack expects each tensor to be equal size, but got \[2\] at entry 0 and \[3\] at entry 1 \[in field sample\['a'\]\]"):
+        dataloader.default_collate([{"a": torch.ones(2)}, {"a": torch.ones(3)}])
+
+
+def test_our_stack_dataset_items_equal_torchs():
+    a, b = tensors(), Rich()
+    ours, theirs = dataloader.StackDataset(a, b), tud.StackDataset(a, b)
+    named_ours, named_theirs = dataloader.StackDataset(a=a, b=b), tud.StackDataset(a=a, b=b)
+    for i in (0, 5, N - 1):
+        assert_same_epochs([theirs[i], named_theirs[i]], [ours[i], named_ours[i]])
+    idx = [3, 0, 7]
+    assert_same_epochs(theirs.__getitems__(idx), ours.__getitems__(idx))
+    assert_same_epochs(named_theirs.__getitems__(idx), named_ours.__getitems__(idx))
+
+
+def test_random_split_rules_match_torchs():
+    for lengths in ([0.1], [1.1]):
+        with pytest.raises(ValueError):
+            tud.random_split([1, 2, 3, 4], lengths)
+        with pytest.raises(ValueError):
+            dataloader.random_split([1, 2, 3, 4], lengths)
+    for lengths in ([0.1, 0.2, 0.3, 0.4], [0.5, 0.5], [0.33, 0.67]):
+        t = [len(p) for p in tud.random_split(range(106), lengths)]
+        assert [len(p) for p in dataloader.random_split(range(106), lengths, generator=0)] == t
