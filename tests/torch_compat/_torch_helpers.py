@@ -33,19 +33,19 @@ def assert_same(t: Any, o: Any, path: str = "batch") -> None:
         assert type(o) is type(t) and o == t, f"{path}: {o!r} != {t!r}"
 
 
-def run(loader: Any) -> list[Any]:
-    """One epoch: each batch, or ``("error", exception type name)`` for a failed one."""
+def run(loader: Any, convert: Any = None) -> list[Any]:
+    """One epoch: each batch (through ``convert`` if given), or ``("error", exception type
+    name)`` for a failed one."""
+    keep = convert if convert is not None else (lambda batch: batch)
     out: list[Any] = []
     it = iter(loader)
     while True:
         try:
-            batch = next(it)
+            out.append(keep(next(it)))
         except StopIteration:
             return out
         except Exception as exc:  # noqa: BLE001 - errors are compared too
             out.append(("error", type(exc).__name__))
-        else:
-            out.append(batch)
 
 
 def assert_same_epochs(t_out: list[Any], o_out: list[Any]) -> None:

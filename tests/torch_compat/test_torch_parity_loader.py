@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch")
 tud = pytest.importorskip("torch.utils.data")
 
 import dataloader as ours  # noqa: E402
+from _torch_helpers import run as run_epoch  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -75,17 +76,7 @@ def assert_same(t, o, path="batch"):
 
 def run(loader):
     """One epoch: each batch (numpy'd) or ``("error", exception type name)``."""
-    out = []
-    it = iter(loader)
-    while True:
-        try:
-            batch = next(it)
-        except StopIteration:
-            return out
-        except Exception as exc:  # noqa: BLE001 - errors are compared too
-            out.append(("error", type(exc).__name__))
-        else:
-            out.append(to_numpy(batch))
+    return run_epoch(loader, to_numpy)
 
 
 # -- map-style ----------------------------------------------------------------------------------
