@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -77,6 +78,8 @@ class DataLoader(_NumpyLoader):
             collate_fn = default_collate if auto_collation else default_convert
         self.pin_memory_device = pin_memory_device
         self.multiprocessing_context = multiprocessing_context
+        self._epochs: weakref.WeakSet[_TorchEpoch] = weakref.WeakSet()  # open epochs with workers
+        self._epochs_lock = threading.Lock()
         if pin_memory and pinning_available():
             collate_fn = PinnedCollate(collate_fn, pin_memory_device)
         worker_init_fn = _TorchWorkerInit(worker_init_fn)
@@ -95,8 +98,7 @@ class DataLoader(_NumpyLoader):
         """
         if self.num_workers == 0:
             return super().__iter__()
-        epochs = self.__dict__.setdefault("_torch_epochs", weakref.WeakSet())
-        for old in list(epochs):
+        for old in self._open_epochs():
             old._release_if_closed()
         _worker_info.acquire()
         try:
@@ -105,13 +107,18 @@ class DataLoader(_NumpyLoader):
             _worker_info.release()
             raise
         epoch = _TorchEpoch(inner)
-        epochs.add(epoch)
+        with self._epochs_lock:
+            self._epochs.add(epoch)
         return epoch
+
+    def _open_epochs(self) -> list[_TorchEpoch]:
+        with self._epochs_lock:  # close() may run on another thread
+            return list(self._epochs)
 
     def close(self) -> None:
         """As :meth:`dataloader.DataLoader.close`; also lets go of torch's worker-info bridge."""
         super().close()
-        for epoch in list(self.__dict__.get("_torch_epochs", ())):
+        for epoch in self._open_epochs():
             epoch.close()
 
 

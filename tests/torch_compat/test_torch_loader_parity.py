@@ -296,3 +296,14 @@ def test_random_split_rules_match_torchs():
     for lengths in ([0.1, 0.2, 0.3, 0.4], [0.5, 0.5], [0.33, 0.67]):
         t = [len(p) for p in tud.random_split(range(106), lengths)]
         assert [len(p) for p in dataloader.random_split(range(106), lengths, generator=0)] == t
+
+
+def test_the_numpy_loader_takes_a_torch_generator():
+    ds = tensors()
+
+    def order():
+        loader = dataloader.DataLoader(ds, batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(0))
+        return [b[1].tolist() for b in loader]
+
+    assert order() == order()
+    assert sorted(i for b in order() for i in b) == sorted((torch.arange(N) % 5).tolist())
