@@ -10,28 +10,29 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
-from ._engine.epoch import Epoch, EpochIterator
-from ._engine.options import LoaderOptions
-from ._engine.plan import EpochPlan, index_source
-from ._engine.pool import WorkerPool
-from ._generator import check_seed
-from .collate import default_collate, default_convert
-from .dataset import IterableDataset
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.epoch import Epoch, EpochIterator
+from dataloader._engine.options import LoaderOptions
+from dataloader._engine.plan import EpochPlan, index_source
+from dataloader._engine.handout import SharedPool
+from dataloader._rng import check_seed
+from dataloader.collate import default_collate, default_convert
+from dataloader.dataset import IterableDataset
+from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
 
 T_co = TypeVar("T_co", covariant=True)
+_FIXED_AFTER_INIT = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
 
 
 class DataLoader(Generic[T_co]):
@@ -73,8 +74,10 @@ class DataLoader(Generic[T_co]):
             ``IterableDataset`` each worker thread iterates its own shallow copy
             (``copy.copy``), which ``worker_init_fn`` may configure through
             ``get_worker_info().dataset``.
-        generator: a ``numpy.random.Generator``; the loader draws its base seed from
-            it once, at construction (mutually exclusive with ``seed``).
+        generator: a ``numpy.random.Generator`` or a ``torch.Generator``; the loader
+            draws its base seed from it once, at construction (from a
+            ``torch.Generator`` as torch draws its base seed: one int64 ``random_``),
+            mutually exclusive with ``seed``.
         prefetch_factor: PyTorch's batches in flight per worker: sets the window to
             ``num_workers * prefetch_factor`` batches; needs ``num_workers > 0``.
         persistent_workers: run ``worker_init_fn`` once per thread for the loader's
@@ -106,6 +109,13 @@ class DataLoader(Generic[T_co]):
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
+            Assigning ``batch_size``, ``sampler``, ``batch_sampler``, ``drop_last``,
+            ``dataset`` or ``persistent_workers`` after construction raises
+            ``ValueError``, as in PyTorch.
+
+    Warns:
+        UserWarning: ``num_workers`` exceeds the CPUs this process may use (PyTorch's
+            warning; threads beyond the CPU count help only I/O-bound items).
     """
 
     def __init__(
@@ -121,7 +131,7 @@ class DataLoader(Generic[T_co]):
         drop_last: bool = False,
         timeout: float = 0,
         worker_init_fn: Callable[[int], None] | None = None,
-        generator: np.random.Generator | None = None,
+        generator: Any = None,
         *,
         prefetch_factor: int | None = None,
         persistent_workers: bool = False,
@@ -141,7 +151,7 @@ class DataLoader(Generic[T_co]):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
         self.dataset = dataset
-        self._iterable = isinstance(dataset, IterableDataset)
+        self._iterable = _is_iterable_dataset(dataset)
         if not self._iterable and not hasattr(dataset, "__getitem__"):
             raise TypeError(
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
@@ -206,9 +216,15 @@ class DataLoader(Generic[T_co]):
         self._lock_pid = os.getpid()
         self._lock = threading.Lock()
         self._epoch = 0
-        self._pool: WorkerPool | None = None
-        self._pool_finalizer: weakref.finalize | None = None
+        self._pools = SharedPool(self._plan, self)
         self._current: weakref.ref[Epoch] | None = None  # the open epoch on the shared pool
+        self._initialized = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # PyTorch's rule: what fixed the batches cannot change after construction.
+        if name in _FIXED_AFTER_INIT and self.__dict__.get("_initialized", False):
+            raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
+        super().__setattr__(name, value)
 
     def _num_lanes(self) -> int:
         # Lanes fetch the items of one map-style batch (an IterableDataset has no item
@@ -262,7 +278,7 @@ class DataLoader(Generic[T_co]):
             self._epoch += 1
             if self._own_sampler is not None:
                 self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
-            pool, owned = self._pool_for_epoch()
+            pool, owned = self._pools.for_epoch()
             try:
                 it = self._plan.start(
                     epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self
@@ -274,48 +290,6 @@ class DataLoader(Generic[T_co]):
             if isinstance(it, Epoch) and not owned:
                 self._current = weakref.ref(it)
             return it
-
-    def _pool_for_epoch(self) -> tuple[WorkerPool | None, bool]:
-        """The pool for the next epoch and whether the epoch owns it (called under the lock)."""
-        pool = self._pool
-        if pool is not None and not pool.in_this_process():
-            self._forget_pool()  # inherited through fork(): abandoned, never signalled
-            pool = None
-        if pool is not None and not pool.idle():
-            window = pool.last_window()
-            if not pool.stuck and window is not None and window.cancelled:
-                # A closed epoch whose workers are finishing their last batch (it was
-                # dropped, or interrupted, without waiting): wait for them, bounded.
-                window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
-            if pool.stuck or (window is not None and window.cancelled and not pool.idle()):
-                self._abandon_pool(pool)
-                pool = None
-            elif not pool.idle():
-                return self._plan.new_pool(), True  # another epoch is open: threads of its own
-        if pool is None:
-            pool = self._pool = self._plan.new_pool()
-            if pool is not None:
-                # Garbage collection only signals the threads (they exit after their current
-                # item); close() joins them.
-                self._pool_finalizer = weakref.finalize(self, pool.shutdown)
-        return pool, False
-
-    def _forget_pool(self) -> None:
-        if self._pool_finalizer is not None:
-            self._pool_finalizer.detach()
-        self._pool = self._pool_finalizer = None
-
-    def _abandon_pool(self, pool: WorkerPool) -> None:
-        stuck = pool.alive_threads()
-        self._forget_pool()
-        pool.shutdown()  # they exit when their batch finishes; never reused
-        warnings.warn(
-            f"{stuck} DataLoader worker thread(s) did not finish their batch within "
-            f"{SHUTDOWN_JOIN_TIMEOUT_S} s of the epoch's close(); they are abandoned and this "
-            f"epoch runs on new threads",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
     def close(self) -> None:
         """End the current epoch and stop the worker threads.
@@ -329,9 +303,8 @@ class DataLoader(Generic[T_co]):
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
         with self._mutex():
             current = self._current() if self._current is not None else None
-            pool = self._pool
             self._current = None
-            self._forget_pool()
+            pool = self._pools.take()
         if current is not None:
             current._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
         if pool is not None:
@@ -367,12 +340,27 @@ def _check_iterable_options(shuffle: bool, sampler: Any, batch_sampler: Any) -> 
         )
 
 
-def _base_seed(seed: int | None, generator: np.random.Generator | None) -> int:
+def _is_iterable_dataset(dataset: Any) -> bool:
+    """Ours or torch's ``IterableDataset`` (torch's only if torch is imported already)."""
+    if isinstance(dataset, IterableDataset):
+        return True
+    tud = sys.modules.get("torch.utils.data")
+    return tud is not None and isinstance(dataset, tud.IterableDataset)
+
+
+def _base_seed(seed: int | None, generator: Any) -> int:
     if seed is not None and generator is not None:
         raise ValueError("pass either seed or generator, not both")
     if generator is not None:
+        torch = sys.modules.get("torch")  # a torch.Generator exists only if torch is imported
+        if torch is not None and isinstance(generator, torch.Generator):
+            # torch's own draw of a loader's base seed: one int64 in [0, 2**63).
+            return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
         if not isinstance(generator, np.random.Generator):
-            raise TypeError(f"generator must be a numpy.random.Generator or None, got {type(generator).__name__}")
+            raise TypeError(
+                "generator must be a numpy.random.Generator, a torch.Generator or None, "
+                f"got {type(generator).__name__}"
+            )
         return int(generator.integers(0, 2**63))
     if seed is not None:
         seed = check_seed(seed)

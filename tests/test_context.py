@@ -245,3 +245,19 @@ def test_a_loader_inside_getitem_does_not_change_the_outer_items_rng(num_workers
     ref = np.concatenate(list(DataLoader(RngDataset(4), batch_size=2, seed=1)))
     np.testing.assert_array_equal(np.concatenate(list(loader)), ref)
     loader.close()
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+def test_item_rng_outside_loader_is_not_affected_by_a_finished_epoch() -> None:
+    def fresh() -> int:
+        box: list[int] = []
+        t = threading.Thread(target=lambda: box.append(int(item_rng(5).integers(1 << 30))))
+        t.start()
+        t.join()
+        return box[0]
+
+    expected = fresh()
+    list(DataLoader(list(range(4)), batch_size=2, seed=123))
+    assert int(item_rng(5).integers(1 << 30)) == expected

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import dataloader._engine.epoch as epoch_module
+import dataloader._engine.handout as handout_module
 import dataloader.loader as loader_module
 from conftest import RecordingDataset
 from dataloader import DataLoader, IterableDataset
@@ -57,6 +58,7 @@ def short_budget(monkeypatch):
     """Make close()'s budget 0.5 s (the default, 5 s, would only make these tests slow)."""
     monkeypatch.setattr(epoch_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
     monkeypatch.setattr(loader_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(handout_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
     return 0.5
 
 
@@ -243,7 +245,7 @@ def test_a_pool_whose_worker_did_not_come_back_is_never_reused(short_budget):
     assert ds.started.wait(WAIT_S)
     it.close()  # gives up on batch 1 after the budget
     old = {t for t in threading.enumerate() if t.name.startswith("dataloader-worker")}
-    with pytest.warns(RuntimeWarning, match=r"2 DataLoader worker thread\(s\) .*abandoned"):
+    with pytest.warns(RuntimeWarning, match=r"2 DataLoader worker thread\(s\) .*are abandoned \(2 by this loader"):
         got = [b.tolist() for b in loader]  # fresh threads: never waits on the stuck one
     assert got == [[i] for i in range(6)]
     ds.release.set()

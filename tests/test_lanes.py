@@ -203,3 +203,20 @@ def test_item_lanes_give_numpy_batches_like_the_plain_path():
     for x, y in zip(a, b, strict=True):
         assert x.dtype == y.dtype == np.int64
         np.testing.assert_array_equal(x, y)
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+@pytest.mark.timeout(60)
+def test_item_concurrency_does_not_start_useless_threads() -> None:
+    before = threading.active_count()
+    dl = DataLoader(list(range(8)), batch_size=2, num_workers=2, item_concurrency=100)
+    try:
+        out = [b.tolist() for b in dl]
+        started = threading.active_count() - before
+    finally:
+        dl.close()
+    assert out == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # 2 workers + at most 1 helper lane per worker are ever useful with batch_size=2.
+    assert started <= 4, f"{started} threads for batch_size=2, num_workers=2"

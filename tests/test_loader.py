@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -36,7 +39,7 @@ class Stream(IterableDataset):
         (dict(persistent_workers=True), ValueError, "persistent_workers"),
         (dict(prefetch_depth=-1), ValueError, "prefetch_depth=-1"),
         (dict(item_concurrency=0), ValueError, "item_concurrency=0"),
-        (dict(drop_last=1), TypeError, "drop_last"),
+        (dict(drop_last=1), ValueError, "drop_last should be a boolean value"),  # torch's BatchSampler
         (dict(in_order=None), TypeError, "in_order"),
         (dict(shuffle=True, sampler=SequentialSampler(DS)), ValueError, "mutually exclusive with shuffle"),
         (dict(batch_sampler=[[0, 1]], batch_size=2), ValueError, "batch_sampler option is mutually exclusive"),
@@ -153,3 +156,21 @@ def test_without_seed_epochs_differ_between_loaders():
     ds = ArrayDataset(np.arange(50))
     orders = {tuple(next(iter(DataLoader(ds, batch_size=50, shuffle=True)))[0].tolist()) for _ in range(3)}
     assert len(orders) > 1
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["prefetch_depth=2**62", "prefetch_factor=2**61"])
+def test_huge_prefetch_raises_instead_of_aborting(option: str) -> None:
+    code = (
+        "from dataloader import DataLoader\n"
+        "try:\n"
+        f"    list(DataLoader(list(range(4)), num_workers=2, {option}))\n"
+        "except (ValueError, MemoryError, OverflowError) as e:\n"
+        "    print('clean', type(e).__name__)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    assert "clean" in proc.stdout

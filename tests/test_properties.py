@@ -1,7 +1,10 @@
 """Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True) gives the
-sequential loader's output — the same batches, and errors of the same type at the same places."""
+sequential loader's output — the same batches, and errors of the same type at the same places —
+for map-style and for iterable epochs (both run on the one engine)."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -9,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import RecordingDataset, collect
+from dataloader import IterableDataset, get_worker_info
 from dataloader.loader import DataLoader
 
 
@@ -23,15 +27,22 @@ def _normalise(out):
     return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
 
 
-@pytest.mark.timeout(300)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+examples = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# What both properties draw: the epoch, the failing and slow items.
+EPOCHS = dict(
     n=st.integers(0, 60),
     batch_size=st.integers(1, 9),
     drop_last=st.booleans(),
-    shuffle=st.booleans(),
     fail=st.sets(st.integers(0, 59), max_size=4),
     slow=st.sets(st.integers(0, 59), max_size=3),
+)
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(
+    **EPOCHS,
+    shuffle=st.booleans(),
     num_workers=st.integers(0, 8),
     prefetch_depth=st.integers(1, 4),
     item_concurrency=st.integers(1, 4),
@@ -58,3 +69,56 @@ def test_any_worker_configuration_equals_the_sequential_loader(
     assert got == expected
     n_batches = n // batch_size if drop_last else -(-n // batch_size)
     assert len(expected) == n_batches  # never a short epoch: failed batches still count
+
+
+class BlockStream(IterableDataset):
+    """``range(n)`` cut into blocks of ``block`` items, block ``j`` read by worker
+    ``j % num_workers``: round-robin over the workers' batches (PyTorch's order) then gives
+    the sequential order back, so every worker configuration must equal ``num_workers=0``."""
+
+    def __init__(self, n, block, slow):
+        self.n, self.block, self.slow = n, block, slow
+
+    def __iter__(self):
+        info = get_worker_info()
+        w, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        for start in range(w * self.block, self.n, nw * self.block):
+            for value in range(start, min(start + self.block, self.n)):
+                if value in self.slow:
+                    time.sleep(0.002)
+                yield value
+
+
+def _collate_failing_on(fail):
+    def collate(items):
+        bad = sorted(set(items) & fail)
+        if bad:
+            raise ValueError(bad[0])
+        return np.asarray(items, dtype=np.int64)
+
+    return collate
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(**EPOCHS, num_workers=st.integers(1, 8), prefetch_depth=st.integers(0, 4))
+def test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loader(
+    n, batch_size, drop_last, fail, slow, num_workers, prefetch_depth
+):
+    fail = {i for i in fail if i < n}
+
+    def run(**kw):
+        loader = DataLoader(
+            BlockStream(n, batch_size, frozenset(slow)), batch_size=batch_size, drop_last=drop_last,
+            collate_fn=_collate_failing_on(fail), **kw,
+        )
+        out = _normalise(collect(loader))
+        loader.close()
+        return out
+
+    expected = run()
+    # drop_last drops each worker's short batch; only the last block can be short here.
+    got = run(num_workers=num_workers, prefetch_depth=prefetch_depth)
+    assert got == expected
+    n_batches = n // batch_size if drop_last else -(-n // batch_size)
+    assert len(expected) == n_batches

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.build import END, Failure
-from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.errors import timeout_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
@@ -361,7 +361,7 @@ class Epoch(EpochIterator):
             source = self._source
             owner = self._owner[k % self._shared.size] if self._in_order else None
             what = source.describe(k, owner) if source is not None else f"batch {k}"
-            raise LoaderTimeoutError(f"{what} was not ready after timeout={self._timeout_s} s")
+            raise timeout_error(self._timeout_s, f"{what} was not ready")
         raise StopIteration  # CANCELLED, or closed meanwhile
 
     def _end_of_epoch(self, k: int) -> None:

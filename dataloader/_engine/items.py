@@ -24,6 +24,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher
+from dataloader._engine.errors import reported_length, warn_past_length
 from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
 from dataloader._native._ring import Window
 
@@ -113,6 +114,7 @@ class StreamItems:
         self._live = list(range(num_workers))  # consumer only: workers whose END was not taken
         self._last = -1  # consumer only: the worker the last item was published for
         self._taken = 0  # consumer only: batches (and errors) taken so far
+        self._dataset_len = reported_length(dataset)
 
     def next_item(self) -> tuple[Any, int]:
         """``(None, worker)`` for the next live worker after the last one (round-robin).
@@ -134,6 +136,8 @@ class StreamItems:
                 del self._live[i]
             return False
         self._taken += 1
+        if not isinstance(result, Failure):
+            warn_past_length(self._dataset, self._dataset_len, self._taken, self.owners)
         return True
 
     def describe(self, k: int, owner: int | None) -> str:
@@ -174,4 +178,14 @@ class StreamItems:
             Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
         """
         stream, batcher = Stream(iter(self._dataset)), self._batcher
-        return lambda: batcher.build(stream)
+        yielded = 0
+
+        def produce() -> Any:
+            nonlocal yielded
+            out = batcher.build(stream)
+            if out is not END and not isinstance(out, Failure):
+                yielded += 1
+                warn_past_length(self._dataset, self._dataset_len, yielded, 0)
+            return out
+
+        return produce

@@ -13,6 +13,9 @@ digits the test accuracy ends above 90% (about 96%) within a few seconds.
 
 ``--data FILE.ndf`` trains on your file instead: it needs exactly one label
 column (l == 1) holding class ids 0, 1, ..., C-1.
+
+``--torch`` trains PyTorch's ``nn.Sequential`` on the digits through
+``dataloader.torch.DataLoader`` instead (needs torch; exit status 2 without it).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from importlib import resources
 
 import numpy as np
 
-from ._common import (
+from dataloader.cli._common import (
     CliError,
     add_progress_flag,
     describe,
@@ -33,7 +36,7 @@ from ._common import (
     open_ndf_or_fail,
     progress,
 )
-from ._constants import (
+from dataloader.cli._constants import (
     DEMO_BATCH_SIZE,
     DEMO_EPOCHS,
     DEMO_LEARNING_RATE,
@@ -41,9 +44,9 @@ from ._constants import (
     DEMO_TEST_FRACTION,
     MAX_CLASSES,
 )
-from ._labels import check_class_labels
-from ._runtime import describe_runtime
-from ._softmax import OPTIMIZERS, SoftmaxRegression
+from dataloader.cli._labels import check_class_labels
+from dataloader.cli._runtime import describe_runtime
+from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
 
@@ -90,6 +93,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=0,
         help="seed of the split, the shuffling and nothing else (default 0)",
     )
+    p.add_argument(
+        "--torch",
+        action="store_true",
+        help="train PyTorch's nn.Sequential on the digits through dataloader.torch.DataLoader "
+        "(needs torch; --data, --optimizer and --test-fraction do not apply)",
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
@@ -116,7 +125,7 @@ class Standardize:
         self.mean, self.std = mean, std
 
     def __call__(self, items: object) -> tuple[np.ndarray, np.ndarray]:
-        from ..collate import default_collate
+        from dataloader.collate import default_collate
 
         x, y = default_collate(items)
         return (x - self.mean) / self.std, y[:, 0].astype(np.int64)
@@ -147,8 +156,8 @@ def _evaluate(model: SoftmaxRegression, loader: object) -> float:
 
 
 def _convert_digits(folder: str) -> str:
-    from ._read_csv import open_csv
-    from .convert import write_ndf
+    from dataloader.cli._read_csv import open_csv
+    from dataloader.cli.convert import write_ndf
 
     out = os.path.join(folder, "digits.ndf")
     with resources.as_file(resources.files("dataloader").joinpath("data", DIGITS_FILE)) as csv_path:
@@ -162,6 +171,12 @@ def _convert_digits(folder: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    if args.torch:
+        if args.data is not None:
+            raise CliError("--data does not apply to demo --torch (it trains on the digits)")
+        from ._torch_demo import run_torch_demo
+
+        return run_torch_demo(args.epochs, args.batch_size, args.lr, args.num_workers, args.seed)
     print(f"dataloader demo: multinomial logistic regression, {describe_runtime()}")
     with tempfile.TemporaryDirectory(prefix="dataloader-demo-") as folder:
         if args.data is None:
@@ -177,8 +192,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, path: str) -> int:
-    from ..dataset import Subset
-    from ..ndf import NdfDataset
+    from dataloader.dataset import Subset
+    from dataloader.ndf import NdfDataset
 
     file = open_ndf_or_fail(path)
     try:

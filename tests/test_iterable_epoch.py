@@ -4,7 +4,7 @@ Every worker thread runs its own ``iter(dataset)`` and batches its own items;
 ``get_worker_info()`` lets the dataset shard itself.  With ``in_order=True`` the
 batches come from the workers in turn (0, 1, ..., skipping workers that are
 done) — the order of torch's ``DataLoader``, which ``torch_order`` below models
-and ``test_torch_parity_loader.py`` checks against torch itself.
+and ``torch_compat/test_torch_parity_loader.py`` checks against torch itself.
 """
 
 from __future__ import annotations
@@ -572,3 +572,44 @@ def test_worker_init_fn_can_configure_each_workers_copy_like_torchs_docs(persist
         assert sorted(int(b[0]) for b in loader) == [3, 4, 5, 6]
     assert (ds.start, ds.end) == (3, 7)  # the user's object is untouched
     loader.close()
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+class _SlowIterable(IterableDataset):
+    def __init__(self, n: int, delay_s: float) -> None:
+        self.n = n
+        self.delay_s = delay_s
+
+    def __iter__(self):
+        for i in range(self.n):
+            time.sleep(self.delay_s)
+            yield i
+
+
+def _next_in_thread(it, budget_s: float) -> tuple[bool, list]:
+    """Call next(it) on a helper thread; (finished within budget_s, [result or exception])."""
+    box: list = []
+
+    def run() -> None:
+        try:
+            box.append(next(it))
+        except BaseException as exc:  # noqa: BLE001 - we report whatever happened
+            box.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(budget_s)
+    return not t.is_alive(), box
+
+
+@pytest.mark.timeout(30)
+def test_iterable_close_from_other_thread_unblocks_next() -> None:
+    dl = DataLoader(_SlowIterable(4, 0.5), batch_size=1, num_workers=1)
+    it = iter(dl)
+    threading.Timer(0.1, it.close).start()
+    finished, box = _next_in_thread(it, 8.0)
+    assert finished, "next() still blocked 8 s after close() from another thread"
+    assert isinstance(box[0], StopIteration) or isinstance(box[0], np.ndarray)
+    dl.close()

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -254,3 +255,33 @@ def test_a_failing_worker_init_fn_keeps_one_traceback_per_batch():
     it.close()
     loader.close()
     assert len(errors) == 10 and len(set(errors)) == 1  # the same depth every batch, not growing
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+@pytest.mark.timeout(30)
+def test_thread_start_failure_does_not_leak_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = threading.Thread.start
+    calls = [0]
+
+    def flaky_start(self: threading.Thread) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("can't start new thread")
+        original(self)
+
+    before = {t.ident for t in threading.enumerate()}
+    monkeypatch.setattr(threading.Thread, "start", flaky_start)
+    dl = DataLoader(list(range(8)), num_workers=4)
+    with pytest.raises(RuntimeError, match="can't start"):
+        iter(dl)
+    monkeypatch.setattr(threading.Thread, "start", original)
+    dl.close()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        leaked = [t.name for t in threading.enumerate() if t.ident not in before]
+        if not leaked:
+            break
+        time.sleep(0.05)
+    assert leaked == []

@@ -227,3 +227,97 @@ def test_epochs_are_independent_like_torch(num_workers):
     while set(threading.enumerate()) - before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not set(threading.enumerate()) - before  # the extra pool ended with its epoch
+
+
+# -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
+
+
+class _CloseDuringSample:
+    """A batch sampler that, while the consumer draws batch ``at``, has another thread close the epoch."""
+
+    def __init__(self, n_batches: int, at: int) -> None:
+        self.n_batches = n_batches
+        self.at = at
+        self.iterator = None
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def __iter__(self):
+        for b in range(self.n_batches):
+            if b == self.at:
+                t = threading.Thread(target=self.iterator.close)
+                t.start()
+                t.join()
+            yield [b]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_close_from_other_thread_during_next_ends_cleanly(num_workers: int) -> None:
+    sampler = _CloseDuringSample(n_batches=8, at=4)
+    dl = DataLoader(list(range(8)), batch_sampler=sampler, num_workers=num_workers, prefetch_depth=0)
+    it = iter(dl)
+    sampler.iterator = it
+    got = []
+    try:
+        for batch in it:
+            got.append(batch.tolist())
+    finally:
+        dl.close()
+    # Any prefix of the epoch is fine (the epoch was cancelled); an exception is not.
+    assert got == [[b] for b in range(len(got))]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_close_from_other_thread_never_yields_none() -> None:
+    anomalies: list[str] = []
+    deadline = time.monotonic() + 20.0
+    rng = np.random.default_rng(0)
+    while not anomalies and time.monotonic() < deadline:
+        dl = DataLoader(list(range(200)), batch_size=2, num_workers=int(rng.integers(1, 4)),
+                        prefetch_depth=int(rng.integers(0, 3)))
+        it = iter(dl)
+        delay = float(rng.random()) * 0.002
+        closer = threading.Thread(target=lambda: (time.sleep(delay), it.close()))
+        closer.start()
+        prev = -2
+        try:
+            for batch in it:
+                if batch is None or batch.tolist()[0] != prev + 2:
+                    anomalies.append(repr(batch))
+                    break
+                prev = batch.tolist()[0]
+        except Exception as exc:  # noqa: BLE001
+            anomalies.append(repr(exc))
+        closer.join()
+        dl.close()
+    assert anomalies == []
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_nested_iteration_is_not_silently_short(num_workers: int) -> None:
+    dl = DataLoader(list(range(6)), batch_size=2, num_workers=num_workers)
+    pairs = [(a.tolist(), b.tolist()) for a in dl for b in dl]
+    dl.close()
+    assert len(pairs) == 9
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stopiteration_in_getitem_is_not_a_short_epoch(num_workers: int) -> None:
+    class DS:
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> int:
+            if i == 1:
+                raise StopIteration
+            return i
+
+    dl = DataLoader(DS(), batch_size=1, num_workers=num_workers)
+    with pytest.raises(RuntimeError):
+        list(dl)
+    dl.close()
