@@ -15,7 +15,8 @@ from typing import Any
 
 from dataloader._context import epoch_seed
 from dataloader._engine.build import Fetcher, StreamBatcher
-from dataloader._engine.epoch import Epoch, EpochIterator, SequentialEpoch
+from dataloader._engine.epoch import Epoch
+from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 
