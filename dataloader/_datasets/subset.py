@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dataloader._datasets.base import Dataset, fetch_items
+from dataloader._datasets.base import Dataset
+from dataloader._datasets.fetch import fetch_items
 from dataloader._indices import as_index_array
 from dataloader._rng import check_generator, rng_for
 
