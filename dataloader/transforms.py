@@ -23,16 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-try:
-    from dataloader._context import item_rng as _item_rng
-except ImportError:  # pragma: no cover - until the loader's context module is merged
-
-    def _item_rng(index: int | None = None) -> np.random.Generator:
-        raise RuntimeError(
-            "a random transform was called outside a DataLoader without rng=; "
-            "pass rng=numpy.random.default_rng(seed)"
-        )
-
+from dataloader._context import item_rng
 
 __all__ = ["Compose", "Transform", "resolve_rng"]
 
@@ -43,7 +34,7 @@ def resolve_rng(rng: np.random.Generator | None) -> np.random.Generator:
     Raises:
         RuntimeError: ``rng`` is ``None`` outside a DataLoader.
     """
-    return _item_rng() if rng is None else rng
+    return item_rng() if rng is None else rng
 
 
 class Transform:

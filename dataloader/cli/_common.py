@@ -13,6 +13,8 @@ import sys
 from typing import Any
 
 from dataloader.cli._constants import PROGRESS_MIN_INTERVAL_S
+from dataloader.loader import DataLoader
+from dataloader.ndf import open_ndf
 
 __all__ = [
     "CliError",
@@ -29,7 +31,6 @@ __all__ = [
 
 class CliError(Exception):
     """Bad input from the user: the message is printed on one line; exit status 2."""
-
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
 
@@ -54,7 +55,7 @@ def add_progress_flag(parser: argparse.ArgumentParser) -> None:
 
 def progress(enabled: bool | None, **kwargs: Any) -> Any:
     """A tqdm progress bar on stderr; ``enabled=None`` shows it only on a terminal."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: only commands that show progress pay for importing tqdm
 
     if enabled is None:
         enabled = sys.stderr.isatty()
@@ -82,8 +83,6 @@ def format_bytes(n: float) -> str:
 
 def open_ndf_or_fail(path: str, **kwargs: Any) -> Any:
     """``open_ndf(path)``, turning a missing or malformed file into a :class:`CliError`."""
-    from dataloader.ndf import open_ndf
-
     try:
         return open_ndf(path, **kwargs)
     except OSError as exc:
@@ -99,8 +98,6 @@ def make_loader(dataset: Any, **kwargs: Any) -> Any:
     The loader bounds its options (e.g. ``num_workers``, ``prefetch_depth``); its
     ``ValueError``/``TypeError`` names the option and the limit.
     """
-    from dataloader.loader import DataLoader
-
     try:
         return DataLoader(dataset, **kwargs)
     except (ValueError, TypeError) as exc:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from dataloader._sampling.batch import iter_index_arrays
 from dataloader.cli._common import (
     CliError,
     add_progress_flag,
@@ -28,6 +29,8 @@ from dataloader.cli._common import (
     progress,
 )
 from dataloader.cli._runtime import describe_runtime
+from dataloader.ndf import NdfDataset
+from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["add_parser", "numpy_batches", "run"]
 
@@ -83,9 +86,6 @@ def _index_batches(
     n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
 ) -> Iterator[np.ndarray]:
     """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
-    from dataloader._sampling.batch import iter_index_arrays
-    from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
-
     if shuffle:
         sampler = RandomSampler(range(n), generator=seed)
         sampler.set_epoch(epoch)
@@ -117,8 +117,6 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataloader.ndf import NdfDataset
-
     _check(args)
     file = open_ndf_or_fail(args.file)
     n, d, l = file.n, file.d, file.l  # noqa: E741

@@ -34,6 +34,7 @@ from dataloader.cli._constants import CSV_CHUNK_ROWS
 from dataloader.cli._read_arrays import open_npy, open_npz
 from dataloader.cli._read_csv import open_csv
 from dataloader.cli._source import Source
+from dataloader.ndf import NdfWriter
 
 __all__ = ["add_parser", "run", "open_source", "write_ndf"]
 
@@ -124,8 +125,6 @@ def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
     Raises:
         CliError: bad data in the input, or no rows; ``output`` is then left untouched.
     """
-    from dataloader.ndf import NdfWriter
-
     try:
         writer = NdfWriter(output, source.d, source.l)
     except OSError as exc:

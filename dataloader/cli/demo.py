@@ -43,7 +43,12 @@ from dataloader.cli._constants import (
 )
 from dataloader.cli._labels import check_class_labels
 from dataloader.cli._runtime import describe_runtime
+from dataloader.cli._read_csv import open_csv
 from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
+from dataloader.cli.convert import write_ndf
+from dataloader.collate import default_collate
+from dataloader.dataset import Subset
+from dataloader.ndf import NdfDataset
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
 
@@ -111,20 +116,16 @@ class Standardize:
 
     Runs on the worker threads; read-only, so thread-safe.
     """
-
     def __init__(self, mean: np.ndarray, std: np.ndarray) -> None:
         self.mean, self.std = mean, std
 
     def __call__(self, items: object) -> tuple[np.ndarray, np.ndarray]:
-        from dataloader.collate import default_collate
-
         x, y = default_collate(items)
         return (x - self.mean) / self.std, y[:, 0].astype(np.int64)
 
 
 def _feature_stats(dataset: object, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of every feature, in one streaming pass (std 0 -> 1)."""
-
     total = total_sq = None
     count = 0
     with make_loader(dataset, batch_size=1024, num_workers=num_workers) as loader:
@@ -147,9 +148,6 @@ def _evaluate(model: SoftmaxRegression, loader: object) -> float:
 
 
 def _convert_digits(folder: str) -> str:
-    from dataloader.cli._read_csv import open_csv
-    from dataloader.cli.convert import write_ndf
-
     out = os.path.join(folder, "digits.ndf")
     with resources.as_file(resources.files("dataloader").joinpath("data", DIGITS_FILE)) as csv_path:
         source = open_csv(str(csv_path), [str(DIGITS_LABEL_COLUMN)], header=False)
@@ -177,9 +175,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, path: str) -> int:
-    from dataloader.dataset import Subset
-    from dataloader.ndf import NdfDataset
-
     file = open_ndf_or_fail(path)
     try:
         classes = check_class_labels(file, MAX_CLASSES)

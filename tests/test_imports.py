@@ -1,0 +1,198 @@
+"""The package's import structure: every module imports on its own, in any order, and the
+import graph between ``dataloader`` modules has no cycle (docs/design.md, "Layout").
+
+The graph is read from the source with ``ast``: every ``import`` / ``from ... import`` of a
+``dataloader`` module, at module level or inside a function (a lazy import can close a cycle
+as well as an eager one), except under ``if TYPE_CHECKING:``.  An import inside a function is
+allowed only where a ``# lazy:`` comment on its line, or the line above, says why.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import dataloader
+
+PACKAGE_DIR = Path(dataloader.__file__).parent
+MODULES = sorted(
+    info.name for info in pkgutil.walk_packages(dataloader.__path__, "dataloader.")
+)
+# Shared leaves: each imports at most the leaves listed with it (docs/design.md, "Layout").
+LEAVES = {
+    "dataloader._constants": set(),
+    "dataloader._validate": set(),
+    "dataloader._indices": set(),
+    "dataloader._context": set(),
+    "dataloader._rng": {"dataloader._validate"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+SOURCES = {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, in_function: bool = False):
+    """(node, in_function) for every import statement, skipping ``if TYPE_CHECKING:``."""
+    for child in ast.iter_child_nodes(tree):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            continue
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function
+        nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+        yield from _imports(child, nested)
+
+
+def _targets(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The ``dataloader`` modules an import statement loads (a submodule, else its package)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "dataloader"]
+    if node.level or not node.module or node.module.split(".")[0] != "dataloader":
+        return []
+    out = []
+    for alias in node.names:
+        sub = f"{node.module}.{alias.name}"
+        out.append(sub if sub in SOURCES or sub in MODULES else node.module)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, path in SOURCES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        graph[name] = {t for node, _ in _imports(tree) for t in _targets(node)} - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1 on the DFS stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_module_list_is_complete():
+    assert set(SOURCES) <= set(MODULES) | {"dataloader"}
+    assert {"dataloader.sampler", "dataloader._sampling.base", "dataloader._engine"} <= set(MODULES)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_every_module_imports_in_a_fresh_interpreter_in_random_order(seed):
+    code = (
+        "import importlib, json, random, sys\n"
+        f"names = json.loads({json.dumps(json.dumps(MODULES))})\n"
+        f"random.Random({seed}).shuffle(names)\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "gil = getattr(sys, '_is_gil_enabled', lambda: True)()\n"
+        "print(len(names), gil)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=100
+    )
+    assert done.returncode == 0, done.stderr
+    count, gil = done.stdout.split()
+    assert int(count) == len(MODULES)
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        assert gil == "False", "importing every module re-enabled the GIL"
+
+
+def test_import_graph_has_no_cycle():
+    graph = _graph()
+    assert graph["dataloader._datasets.base"], "the graph parser found no imports"
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_cycle_check_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_shared_leaves_import_only_leaves():
+    graph = _graph()
+    for leaf, allowed in LEAVES.items():
+        assert graph[leaf] <= allowed, f"{leaf} imports {sorted(graph[leaf] - allowed)}"
+
+
+def test_native_modules_never_import_the_python_layer():
+    for pyx in sorted((PACKAGE_DIR / "_native").glob("*.pyx")):
+        for line in pyx.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if words[:1] in (["import"], ["from"]) and len(words) > 1:
+                assert not words[1].startswith(("dataloader", ".")), f"{pyx.name}: {line}"
+
+
+def test_one_import_style():
+    """Absolute imports only; ``from dataloader import x`` only for a submodule ``x``
+    (``__version__`` in ``__main__``), never for a name re-exported by ``__init__``."""
+    bad = []
+    for name, path in SOURCES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node, _ in _imports(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                bad.append(f"{name}:{node.lineno}: relative import")
+            elif isinstance(node, ast.ImportFrom) and node.module == "dataloader":
+                for alias in node.names:
+                    sub = f"dataloader.{alias.name}"
+                    if sub not in MODULES and (name, alias.name) != ("dataloader.__main__", "__version__"):
+                        bad.append(f"{name}:{node.lineno}: {alias.name} through the package __init__")
+    assert not bad, "\n".join(bad)
+
+
+def test_imports_inside_functions_are_documented_as_lazy():
+    undocumented = []
+    for name, path in SOURCES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        tree = ast.parse("\n".join(lines), str(path))
+        for node, in_function in _imports(tree):
+            if not in_function:
+                continue
+            top = (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name) or ""
+            if top.split(".")[0] in sys.stdlib_module_names:
+                continue
+            first = node.lineno - 1  # the comment may head a run of import lines
+            while lines[first - 1].strip().startswith(("import ", "from ")):
+                first -= 1
+            if "# lazy:" not in lines[node.lineno - 1] and "# lazy:" not in lines[first - 1]:
+                undocumented.append(f"{name}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not undocumented, "imports inside functions need a '# lazy: why' comment:\n" + "\n".join(
+        undocumented
+    )
