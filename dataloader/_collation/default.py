@@ -80,14 +80,7 @@ def _collate_mapping(batch, fmap: CollateFnMap | None):
                 KeyError(f"default_collate: key {key!r} is missing from element {j} of the batch")
             ) from None
         values[key] = _field(samples, fmap, f"[{key!r}]")
-    try:
-        if isinstance(elem, collections.abc.MutableMapping):
-            clone = copy.copy(elem)  # keeps extra state, e.g. a defaultdict's factory
-            clone.update(values)
-            return clone
-        return type(elem)(values)
-    except TypeError:  # not copyable / not constructible from a dict
-        return values
+    return _rebuild_mapping(elem, values)
 
 
 def _collate_sequence(batch, fmap: CollateFnMap | None):
@@ -104,15 +97,32 @@ def _collate_sequence(batch, fmap: CollateFnMap | None):
     fields = [_field(s, fmap, f"[{i}]") for i, s in enumerate(zip(*batch, strict=False))]
     if isinstance(elem, (tuple, BatchedItems)):
         return fields  # Backwards compatibility (PyTorch): tuples collate into lists.
+    return _rebuild_sequence(elem, fields)
+
+
+def _rebuild_mapping(elem: Any, values: dict[Any, Any]) -> Any:
+    """``values`` as a mapping of ``elem``'s type; a plain dict where that type cannot be made."""
+    try:
+        if isinstance(elem, collections.abc.MutableMapping):
+            clone = copy.copy(elem)  # keeps extra state, e.g. a defaultdict's factory
+            clone.update(values)
+            return clone
+        return type(elem)(values)
+    except TypeError:  # not copyable / not constructible from a dict
+        return values
+
+
+def _rebuild_sequence(elem: Any, items: list[Any]) -> Any:
+    """``items`` as a sequence of ``elem``'s type; the list itself where that type cannot be made."""
     try:
         if isinstance(elem, collections.abc.MutableSequence):
             clone = copy.copy(elem)
-            for i, f in enumerate(fields):
-                clone[i] = f
+            for i, item in enumerate(items):
+                clone[i] = item
             return clone
-        return type(elem)(fields)
+        return type(elem)(items)
     except TypeError:  # e.g. range
-        return fields
+        return items
 
 
 def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
@@ -278,28 +288,11 @@ def default_convert(data):
     if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
         return np.asarray(data)
     if isinstance(data, collections.abc.Mapping):
-        values = {key: default_convert(data[key]) for key in data}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(values)
-                return clone
-            return type(data)(values)
-        except TypeError:
-            return values
+        return _rebuild_mapping(data, {key: default_convert(data[key]) for key in data})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, tuple):
         return [default_convert(d) for d in data]
     if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        items = [default_convert(d) for d in data]
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, d in enumerate(items):
-                    clone[i] = d
-                return clone
-            return type(data)(items)
-        except TypeError:
-            return items
+        return _rebuild_sequence(data, [default_convert(d) for d in data])
     return data
