@@ -43,6 +43,20 @@ def describe(doc: str | None) -> str | None:
     return body.replace("``", "")
 
 
+def add_command(
+    subparsers: argparse._SubParsersAction, name: str, summary: str, doc: str | None,
+    *, raw: bool = False,
+) -> argparse.ArgumentParser:
+    """Register command ``name``: ``summary`` in the command list, ``describe(doc)`` in its
+    ``--help`` (with ``raw``, the description keeps its line breaks)."""
+    if raw:
+        return subparsers.add_parser(
+            name, help=summary, description=describe(doc),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    return subparsers.add_parser(name, help=summary, description=describe(doc))
+
+
 def add_progress_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--progress/--no-progress`` (default: a bar when stderr is a terminal)."""
     parser.add_argument(

@@ -21,27 +21,23 @@ import numpy as np
 from dataloader._sampling.batch import iter_index_arrays
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
-    describe,
     format_bytes,
     make_loader,
     open_ndf_or_fail,
     progress,
 )
 from dataloader.cli._runtime import describe_runtime
-from dataloader.ndf import NdfDataset
+from dataloader.ndf import NDF_HEADER, NdfDataset
 from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["add_parser", "numpy_batches", "run"]
 
-HEADER_BYTES = 28  # the .ndf header: magic + n, d, l as u64 (dataloader.ndf)
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "bench",
-        help="time epochs of DataLoader(NdfDataset) against a plain NumPy loop",
-        description=describe(__doc__),
+    p = add_command(
+        subparsers, "bench", "time epochs of DataLoader(NdfDataset) against a plain NumPy loop", __doc__
     )
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
@@ -105,7 +101,7 @@ def numpy_batches(
     epoch: int,  # noqa: E741
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
-    mm = np.memmap(path, dtype="<f8", mode="r", offset=HEADER_BYTES, shape=(n, d + l))
+    mm = np.memmap(path, dtype="<f8", mode="r", offset=NDF_HEADER.size, shape=(n, d + l))
     for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
         rows = mm[idx]
         yield rows[:, :d], rows[:, d:]

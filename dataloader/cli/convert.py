@@ -24,9 +24,9 @@ import time
 
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
     check_output_path,
-    describe,
     format_bytes,
     progress,
 )
@@ -42,11 +42,8 @@ FORMATS = ("npy", "npz", "csv")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "convert",
-        help="convert .npy / .npz / .csv to an .ndf row file",
-        description=describe(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        subparsers, "convert", "convert .npy / .npz / .csv to an .ndf row file", __doc__, raw=True
     )
     p.add_argument("input", metavar="INPUT", help="input file: .npy, .npz, .csv or .csv.gz")
     p.add_argument("output", metavar="OUTPUT.ndf", help="output file (written atomically)")

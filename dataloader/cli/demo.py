@@ -27,8 +27,8 @@ import numpy as np
 
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
-    describe,
     make_loader,
     open_ndf_or_fail,
     progress,
@@ -57,11 +57,8 @@ DIGITS_LABEL_COLUMN = 64  # 64 pixel columns, then the class
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo",
-        help="train a softmax classifier on real handwritten digits through the loader",
-        description=describe(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        subparsers, "demo", "train a softmax classifier on real handwritten digits through the loader", __doc__, raw=True
     )
     p.add_argument(
         "--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)"

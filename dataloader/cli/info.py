@@ -12,7 +12,14 @@ import os
 
 import numpy as np
 
-from dataloader.cli._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
+from dataloader.cli._common import (
+    CliError,
+    add_command,
+    add_progress_flag,
+    format_bytes,
+    open_ndf_or_fail,
+    progress,
+)
 from dataloader.cli._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
 from dataloader.cli._stats import block_rows, column_stats
 
@@ -20,10 +27,8 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "info",
-        help="show the shape, size, first rows and column statistics of an .ndf file",
-        description=describe(__doc__),
+    p = add_command(
+        subparsers, "info", "show the shape, size, first rows and column statistics of an .ndf file", __doc__
     )
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument(
