@@ -12,12 +12,12 @@ from __future__ import annotations
 import ast
 import json
 import pkgutil
-import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import run_python
 
 import dataloader
 
@@ -124,9 +124,7 @@ def test_every_module_imports_in_a_fresh_interpreter_in_random_order(seed):
         "gil = getattr(sys, '_is_gil_enabled', lambda: True)()\n"
         "print(len(names), gil)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=100
-    )
+    done = run_python("-c", code, timeout=100)
     assert done.returncode == 0, done.stderr
     count, gil = done.stdout.split()
     assert int(count) == len(MODULES)
