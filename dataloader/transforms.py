@@ -19,7 +19,7 @@ Image transforms live in ``dataloader.image``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -80,7 +80,7 @@ class Transform:
             first = self.apply(item[0], rng)
             if type(item) is tuple:
                 return (first, *item[1:])
-            return item._make((first, *item[1:]))  # a namedtuple keeps its type
+            return cast(Any, item)._make((first, *item[1:]))  # a namedtuple keeps its type
         return self.apply(item, rng)
 
     def then(self, other: Callable[..., Any]) -> Compose:

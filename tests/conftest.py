@@ -82,7 +82,9 @@ def run_python(
     )
 
 
-def run_threads(work: Callable[[int], object], n: int, timeout_s: float = 50) -> list[BaseException]:
+def run_threads(
+    work: Callable[[int], object], n: int, timeout_s: float = 50
+) -> list[BaseException]:
     """Run ``work(0) ... work(n - 1)`` on ``n`` threads at once; return what they raised.
 
     Fails the test when a thread is still running ``timeout_s`` seconds after the joins begin.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 CollateFnMap = dict[type | tuple[type, ...], Callable[..., Any]]
 
 
-def _field(batch, fmap: CollateFnMap | None, key: str):
+def _field(batch: Sequence[Any], fmap: CollateFnMap | None, key: str) -> Any:
     try:
         return _collate(batch, fmap)
     except Exception as e:
@@ -45,7 +45,7 @@ def _field(batch, fmap: CollateFnMap | None, key: str):
         raise
 
 
-def _collate(batch, fmap: CollateFnMap | None):
+def _collate(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     elem_type = type(elem)
     if fmap is not None:
@@ -68,7 +68,7 @@ def _collate(batch, fmap: CollateFnMap | None):
     raise mark(TypeError(ERR_FORMAT.format(elem_type)))
 
 
-def _collate_mapping(batch, fmap: CollateFnMap | None):
+def _collate_mapping(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     values = {}
     for key in elem:
@@ -83,7 +83,7 @@ def _collate_mapping(batch, fmap: CollateFnMap | None):
     return _rebuild_mapping(elem, values)
 
 
-def _collate_sequence(batch, fmap: CollateFnMap | None):
+def _collate_sequence(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     size = len(elem)
     for j, other in enumerate(batch):
@@ -113,7 +113,7 @@ def _rebuild_mapping(elem: Any, values: dict[Any, Any]) -> Any:
 
 
 def _rebuild_sequence(elem: Any, items: list[Any]) -> Any:
-    """``items`` as a sequence of ``elem``'s type; the list itself where that type cannot be made."""
+    """``items`` as a sequence of ``elem``'s type; the list itself where that type can't be made."""
     try:
         if isinstance(elem, collections.abc.MutableSequence):
             clone = copy.copy(elem)
@@ -125,7 +125,9 @@ def _rebuild_sequence(elem: Any, items: list[Any]) -> Any:
         return items
 
 
-def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_numpy_array_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Stack arrays of equal shape into ``(B, ...)``; object / string dtypes -> TypeError."""
     elem = batch[0]
     if elem.dtype.kind in _REFUSED_KINDS:
@@ -148,7 +150,9 @@ def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None)
     return out
 
 
-def collate_numpy_scalar_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_numpy_scalar_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """NumPy scalars -> array of their (promoted) dtype, shape ``(B,)``."""
     out = np.array(batch)
     if out.dtype.kind in _REFUSED_KINDS:
@@ -156,7 +160,7 @@ def collate_numpy_scalar_fn(batch, *, collate_fn_map: CollateFnMap | None = None
     return out
 
 
-def _numbers(batch) -> np.ndarray:
+def _numbers(batch: Sequence[Any]) -> np.ndarray:
     """``np.array(batch)`` of numbers; an object array only when some int is beyond 64 bits."""
     out = np.array(batch)
     if out.dtype.kind in "biufc":
@@ -168,7 +172,9 @@ def _numbers(batch) -> np.ndarray:
     return out
 
 
-def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_float_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Python floats -> float64 array (``torch.tensor(batch, dtype=torch.float64)``)."""
     out = _numbers(batch)
     if out.dtype.kind == "c" or (out.dtype.kind == "O" and any(type(x) is complex for x in batch)):
@@ -181,7 +187,9 @@ def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np
         ) from None
 
 
-def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_int_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Python ints -> int64 array; all bools -> bool; mixed with floats -> float32 (torch)."""
     if all(isinstance(x, int) for x in batch):
         if all(isinstance(x, bool) for x in batch):
@@ -207,7 +215,9 @@ def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.n
     return out if kind == "b" else out.astype(np.int64, copy=False)
 
 
-def collate_str_fn(batch, *, collate_fn_map: CollateFnMap | None = None):
+def collate_str_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> Any:
     """Strings and bytes are left as they are: the batch itself is returned."""
     return batch
 
@@ -223,7 +233,7 @@ default_collate_fn_map: CollateFnMap = {
 _PRISTINE_MAP = dict(default_collate_fn_map)
 
 
-def collate(batch, *, collate_fn_map: CollateFnMap | None = None):
+def collate(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Any:
     """Collate ``batch`` (a non-empty sequence of samples) with PyTorch's generic algorithm.
 
     Args:
@@ -254,7 +264,7 @@ def _columns_fast(batch: BatchedItems) -> list[np.ndarray] | None:
     return [np.ascontiguousarray(c) for c in cols]
 
 
-def default_collate(batch):
+def default_collate(batch: Sequence[Any]) -> Any:
     """Collate a batch (a sequence of samples) into NumPy arrays, by PyTorch's rules.
 
     Args:
@@ -276,7 +286,7 @@ def default_collate(batch):
     return collate(batch, collate_fn_map=default_collate_fn_map)
 
 
-def default_convert(data):
+def default_convert(data: Any) -> Any:
     """Convert one sample (``batch_size=None``): NumPy scalars -> 0-d arrays, containers recursed.
 
     Arrays and Python numbers / strings pass through unchanged; mappings keep their type (else

@@ -1,4 +1,5 @@
-"""Dataset base classes (PyTorch's ``Dataset``, ``IterableDataset``, ``ChainDataset``, ``ConcatDataset``).
+"""Dataset base classes: PyTorch's ``Dataset``, ``IterableDataset``, ``ChainDataset`` and
+``ConcatDataset``.
 
 ``ConcatDataset`` is here because ``Dataset.__add__`` makes one; its batched ``__getitems__``
 (regrouping a batch by member) is :func:`dataloader._datasets.concat.concat_items`.
@@ -9,8 +10,8 @@ Public through :mod:`dataloader.dataset`; see its docstring for the dataset prot
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -29,7 +30,7 @@ class Dataset(Generic[T_co]):
     subclass provides them).
     """
 
-    def __getitem__(self, index) -> T_co:
+    def __getitem__(self, index: Any) -> T_co:
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
 
     def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
@@ -46,7 +47,8 @@ class IterableDataset(Dataset[T_co], Iterable[T_co]):
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
-    def __add__(self, other: Dataset[T_co]) -> ChainDataset:
+    # PyTorch's API: iterable + iterable chains them (not a ConcatDataset, hence the override).
+    def __add__(self, other: Dataset[T_co]) -> ChainDataset:  # type: ignore[override]
         return ChainDataset([self, other])
 
 
@@ -73,7 +75,7 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self._members())  # type: ignore[arg-type]
+        return sum(len(cast(Sized, d)) for d in self._members())  # TypeError without __len__
 
 
 class ConcatDataset(Dataset[T_co]):
@@ -119,7 +121,7 @@ class ConcatDataset(Dataset[T_co]):
     def __len__(self) -> int:
         return self.cumulative_sizes[-1]
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: int) -> T_co:
         n = len(self)
         if idx < 0:
             if -idx > n:

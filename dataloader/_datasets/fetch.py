@@ -1,4 +1,5 @@
-"""Fetching a batch of items from a dataset: ``__getitems__`` where it has one, with a count check."""
+"""Fetching a batch of items from a dataset: ``__getitems__`` where it has one, and the check
+that it returned one item per index."""
 
 from __future__ import annotations
 

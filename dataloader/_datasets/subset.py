@@ -39,7 +39,7 @@ class Subset(Dataset[T_co]):
 
     accepts_index_arrays = True
 
-    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]) -> None:
+    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int] | np.ndarray) -> None:
         self.dataset = dataset
         self.indices = indices
         cls = type(self)
@@ -51,7 +51,7 @@ class Subset(Dataset[T_co]):
                 "    return [self.__getitem__(idx) for idx in indices]"
             )
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, list):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
@@ -126,13 +126,14 @@ def random_split(
             raise TypeError(f"lengths[{i}]={length!r} must be an int (or all lengths fractions)")
         if length < 0:
             raise ValueError(f"lengths[{i}]={length} must be >= 0")
-    if sum(lengths) != n:
+    sizes = [int(length) for length in lengths]
+    if sum(sizes) != n:
         raise ValueError(
             "Sum of input lengths does not equal the length of the input dataset! "
-            f"({sum(lengths)} != {n})"
+            f"({sum(sizes)} != {n})"
         )
     perm = rng.permutation(n)
     return [
-        Subset(dataset, perm[offset - length : offset])
-        for offset, length in zip(itertools.accumulate(lengths), lengths, strict=True)
+        Subset(dataset, perm[offset - size : offset])
+        for offset, size in zip(itertools.accumulate(sizes), sizes, strict=True)
     ]

@@ -57,9 +57,13 @@ class ShardSampler(ChunkedSampler, native=True):
             raise ValueError(f"dataset length {n=} must be >= 0")
         # Names in messages: the argument, or the environment variable it came from.
         name = "WORLD_SIZE" if num_shards is None else "num_shards"
-        num_shards = check_int(env_int(name, 1) if num_shards is None else num_shards, name, minimum=1)
+        if num_shards is None:
+            num_shards = env_int(name, 1)
+        num_shards = check_int(num_shards, name, minimum=1)
         name = "RANK" if shard_id is None else "shard_id"
-        shard_id = check_int(env_int(name, 0) if shard_id is None else shard_id, name)
+        if shard_id is None:
+            shard_id = env_int(name, 0)
+        shard_id = check_int(shard_id, name)
         if not 0 <= shard_id < num_shards:
             raise ValueError(f"{name}={shard_id} must be in [0, {num_shards}) ({num_shards=})")
         self.n = n

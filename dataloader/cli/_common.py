@@ -18,6 +18,7 @@ from dataloader.ndf import open_ndf
 
 __all__ = [
     "CliError",
+    "add_command",
     "add_progress_flag",
     "check_output_path",
     "describe",
@@ -31,6 +32,7 @@ __all__ = [
 
 class CliError(Exception):
     """Bad input from the user: the message is printed on one line; exit status 2."""
+
     def __init__(self, message: str) -> None:
         super().__init__(" ".join(str(message).split()))
 
@@ -44,14 +46,20 @@ def describe(doc: str | None) -> str | None:
 
 
 def add_command(
-    subparsers: argparse._SubParsersAction, name: str, summary: str, doc: str | None,
-    *, raw: bool = False,
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    doc: str | None,
+    *,
+    raw: bool = False,
 ) -> argparse.ArgumentParser:
     """Register command ``name``: ``summary`` in the command list, ``describe(doc)`` in its
     ``--help`` (with ``raw``, the description keeps its line breaks)."""
     if raw:
         return subparsers.add_parser(
-            name, help=summary, description=describe(doc),
+            name,
+            help=summary,
+            description=describe(doc),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
     return subparsers.add_parser(name, help=summary, description=describe(doc))

@@ -30,14 +30,17 @@ from dataloader.cli._common import (
 )
 from dataloader.cli._runtime import describe_runtime
 from dataloader.ndf import NDF_HEADER, NdfDataset
-from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
+from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["add_parser", "numpy_batches", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
-        subparsers, "bench", "time epochs of DataLoader(NdfDataset) against a plain NumPy loop", __doc__
+        subparsers,
+        "bench",
+        "time epochs of DataLoader(NdfDataset) against a plain NumPy loop",
+        __doc__,
     )
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
@@ -82,11 +85,10 @@ def _index_batches(
     n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
 ) -> Iterator[np.ndarray]:
     """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
+    sampler: Sampler[int] = SequentialSampler(range(n))
     if shuffle:
-        sampler = RandomSampler(range(n), generator=seed)
-        sampler.set_epoch(epoch)
-    else:
-        sampler = SequentialSampler(range(n))
+        sampler = shuffled = RandomSampler(range(n), generator=seed)
+        shuffled.set_epoch(epoch)
     return iter_index_arrays(BatchSampler(sampler, batch_size, False))
 
 

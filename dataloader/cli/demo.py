@@ -21,7 +21,9 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +44,8 @@ from dataloader.cli._constants import (
     MAX_CLASSES,
 )
 from dataloader.cli._labels import check_class_labels
-from dataloader.cli._runtime import describe_runtime
 from dataloader.cli._read_csv import open_csv
+from dataloader.cli._runtime import describe_runtime
 from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
 from dataloader.cli.convert import write_ndf
 from dataloader.collate import default_collate
@@ -58,7 +60,11 @@ DIGITS_LABEL_COLUMN = 64  # 64 pixel columns, then the class
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = add_command(
-        subparsers, "demo", "train a softmax classifier on real handwritten digits through the loader", __doc__, raw=True
+        subparsers,
+        "demo",
+        "train a softmax classifier on real handwritten digits through the loader",
+        __doc__,
+        raw=True,
     )
     p.add_argument(
         "--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)"
@@ -113,23 +119,28 @@ class Standardize:
 
     Runs on the worker threads; read-only, so thread-safe.
     """
+
     def __init__(self, mean: np.ndarray, std: np.ndarray) -> None:
         self.mean, self.std = mean, std
 
-    def __call__(self, items: object) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, items: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         x, y = default_collate(items)
         return (x - self.mean) / self.std, y[:, 0].astype(np.int64)
 
 
 def _feature_stats(dataset: object, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of every feature, in one streaming pass (std 0 -> 1)."""
-    total = total_sq = None
+
+    total: np.ndarray | None = None
+    total_sq: np.ndarray | None = None
     count = 0
     with make_loader(dataset, batch_size=1024, num_workers=num_workers) as loader:
         for x, _ in loader:
             total = x.sum(axis=0) if total is None else total + x.sum(axis=0)
             total_sq = (x * x).sum(axis=0) if total_sq is None else total_sq + (x * x).sum(axis=0)
             count += x.shape[0]
+    if total is None or total_sq is None:
+        raise CliError("no training rows to standardize")
     mean = total / count
     std = np.sqrt(np.maximum(total_sq / count - mean * mean, 0.0))
     std[std < 1e-12] = 1.0
