@@ -38,6 +38,25 @@ LEAVES = {
 VERSION_IMPORT = ("dataloader.__main__", "__version__")  # the one name __init__ defines itself
 
 
+# Layers (docs/design.md, "Layout"): what each private subpackage and public face may import,
+# besides itself, _native and the shared leaves.  loader.py, cli/, image/ and __init__ are on top.
+LOWER = {
+    "_native": set(),
+    "_datasets": set(),
+    "_sampling": set(),
+    "_collation": {"_datasets"},
+    "_ndf": {"_datasets"},
+    "_engine": {"_datasets", "_sampling", "_collation"},
+    "dataset": {"_datasets"},
+    "sampler": {"_sampling"},
+    "distributed": {"_sampling"},
+    "shard": {"_sampling"},
+    "collate": {"_collation"},
+    "ndf": {"_ndf"},
+    "transforms": set(),
+}
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -151,6 +170,24 @@ def test_shared_leaves_import_only_leaves():
     graph = _graph()
     for leaf, allowed in LEAVES.items():
         assert graph[leaf] <= allowed, f"{leaf} imports {sorted(graph[leaf] - allowed)}"
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_layers_import_only_lower_layers():
+    graph = _graph()
+    shared = {"_native", *(leaf.split(".")[1] for leaf in LEAVES)}
+    bad = []
+    for module, targets in graph.items():
+        layer = _layer(module)
+        if layer not in LOWER:
+            continue  # the top: loader.py, cli/, image/, __init__, __main__
+        allowed = LOWER[layer] | shared | {layer}
+        bad += [f"{module} -> {t}" for t in sorted(targets) if _layer(t) not in allowed]
+    assert not bad, "\n".join(bad)
 
 
 def test_native_modules_never_import_the_python_layer():
