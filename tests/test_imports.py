@@ -10,6 +10,7 @@ allowed only where a ``# lazy:`` comment on its line, or the line above, says wh
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import pkgutil
 import sys
@@ -22,9 +23,24 @@ from conftest import run_python
 import dataloader
 
 PACKAGE_DIR = Path(dataloader.__file__).parent
-MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(dataloader.__path__, "dataloader.")
-)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+# Every module of the package, from the files (pkgutil would skip dataloader.torch without torch).
+SOURCES = {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+NATIVE = {_module_name(p) for p in (PACKAGE_DIR / "_native").glob("*.pyx")}
+MODULES = sorted((set(SOURCES) | NATIVE) - {"dataloader"})
+# dataloader.torch imports torch (optional; absent on 3.13t): imported only where it is installed.
+IMPORTABLE = [
+    m for m in MODULES
+    if m.split(".")[:2] != ["dataloader", "torch"] or importlib.util.find_spec("torch") is not None
+]
 # Shared leaves: each imports at most the leaves listed with it (docs/design.md, "Layout").
 LEAVES = {
     "dataloader._constants": set(),
@@ -57,16 +73,6 @@ LOWER = {
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-SOURCES = {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
-
-
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
@@ -94,7 +100,7 @@ def _targets(node: ast.Import | ast.ImportFrom) -> list[str]:
     out = []
     for alias in node.names:
         sub = f"{node.module}.{alias.name}"
-        out.append(sub if sub in SOURCES or sub in MODULES else node.module)
+        out.append(sub if sub in MODULES else node.module)
     return out
 
 
@@ -130,8 +136,9 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_module_list_is_complete():
-    assert set(SOURCES) <= set(MODULES) | {"dataloader"}
-    assert {"dataloader.sampler", "dataloader._sampling.base", "dataloader._engine"} <= set(MODULES)
+    found = {info.name for info in pkgutil.walk_packages(dataloader.__path__, "dataloader.")}
+    assert found <= set(MODULES), sorted(found - set(MODULES))
+    assert {"dataloader.sampler", "dataloader._sampling.base", "dataloader._native._ring"} <= found
 
 
 @pytest.mark.timeout(120)
@@ -139,7 +146,7 @@ def test_module_list_is_complete():
 def test_every_module_imports_in_a_fresh_interpreter_in_random_order(seed):
     code = (
         "import importlib, json, random, sys\n"
-        f"names = json.loads({json.dumps(json.dumps(MODULES))})\n"
+        f"names = json.loads({json.dumps(json.dumps(IMPORTABLE))})\n"
         f"random.Random({seed}).shuffle(names)\n"
         "for name in names:\n"
         "    importlib.import_module(name)\n"
@@ -149,7 +156,7 @@ def test_every_module_imports_in_a_fresh_interpreter_in_random_order(seed):
     done = run_python("-c", code, timeout=100)
     assert done.returncode == 0, done.stderr
     count, gil = done.stdout.split()
-    assert int(count) == len(MODULES)
+    assert int(count) == len(IMPORTABLE)
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         assert gil == "False", "importing every module re-enabled the GIL"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections.abc
 import copy
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -65,7 +66,24 @@ def _collate(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
         return elem_type(*fields)
     if isinstance(elem, collections.abc.Sequence):
         return _collate_sequence(batch, fmap)
+    torch = sys.modules.get("torch")  # a tensor exists only if torch is imported: never import it
+    if torch is not None and isinstance(elem, torch.Tensor):
+        return _collate_tensors(torch, batch)
     raise mark(TypeError(ERR_FORMAT.format(elem_type)))
+
+
+def _collate_tensors(torch: Any, batch: Sequence[Any]) -> Any:
+    """``torch.stack(batch, 0)``: torch tensors stay torch tensors (shape ``(B, ...)``, dtype kept)."""
+    first = batch[0].shape
+    for j, t in enumerate(batch):
+        if isinstance(t, torch.Tensor) and t.shape != first:
+            raise mark(
+                RuntimeError(
+                    "stack expects each tensor to be equal size, but got "
+                    f"{list(first)} at entry 0 and {list(t.shape)} at entry {j}"
+                )
+            )
+    return torch.stack(list(batch), 0)
 
 
 def _collate_mapping(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:

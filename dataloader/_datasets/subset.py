@@ -100,8 +100,9 @@ def random_split(
 
     Raises:
         ValueError: a fraction outside [0, 1], a negative length, or lengths not summing to
-            ``len(dataset)``.
-        TypeError: a non-integer length (when not fractions) or a bad ``generator`` type.
+            ``len(dataset)`` (fractions not summing to 1 included, as in PyTorch).
+        TypeError: a non-integer length whose lengths do sum to ``len(dataset)``, or a bad
+            ``generator`` type.
     """
     rng = rng_for(check_generator(generator), 0)
     n = len(dataset)  # type: ignore[arg-type]
@@ -121,17 +122,19 @@ def random_split(
                     stacklevel=2,
                 )
         lengths = counts
+    # PyTorch checks the sum first: fractions that do not sum to 1 ([0.1], [1.1]) are a
+    # ValueError, as are counts that do not sum to len(dataset).
+    if sum(lengths) != n:
+        raise ValueError(
+            "Sum of input lengths does not equal the length of the input dataset! "
+            f"({sum(lengths)} != {n})"
+        )
     for i, length in enumerate(lengths):
         if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
             raise TypeError(f"lengths[{i}]={length!r} must be an int (or all lengths fractions)")
         if length < 0:
             raise ValueError(f"lengths[{i}]={length} must be >= 0")
     sizes = [int(length) for length in lengths]
-    if sum(sizes) != n:
-        raise ValueError(
-            "Sum of input lengths does not equal the length of the input dataset! "
-            f"({sum(sizes)} != {n})"
-        )
     perm = rng.permutation(n)
     return [
         Subset(dataset, perm[offset - size : offset])

@@ -36,12 +36,8 @@ __all__ = ["add_parser", "numpy_batches", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "bench",
-        "time epochs of DataLoader(NdfDataset) against a plain NumPy loop",
-        __doc__,
-    )
+    summary = "time epochs of DataLoader(NdfDataset) against a plain NumPy loop"
+    p = add_command(subparsers, "bench", summary, __doc__)
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
     p.add_argument(

@@ -42,9 +42,8 @@ FORMATS = ("npy", "npz", "csv")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers, "convert", "convert .npy / .npz / .csv to an .ndf row file", __doc__, raw=True
-    )
+    summary = "convert .npy / .npz / .csv to an .ndf row file"
+    p = add_command(subparsers, "convert", summary, __doc__, raw=True)
     p.add_argument("input", metavar="INPUT", help="input file: .npy, .npz, .csv or .csv.gz")
     p.add_argument("output", metavar="OUTPUT.ndf", help="output file (written atomically)")
     p.add_argument("--format", choices=FORMATS, help="input format (default: from INPUT's suffix)")

@@ -13,6 +13,9 @@ digits the test accuracy ends above 90% (about 96%) within a few seconds.
 
 ``--data FILE.ndf`` trains on your file instead: it needs exactly one label
 column (l == 1) holding class ids 0, 1, ..., C-1.
+
+``--torch`` trains PyTorch's ``nn.Sequential`` on the digits through
+``dataloader.torch.DataLoader`` instead (needs torch; exit status 2 without it).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from dataloader.cli._labels import check_class_labels
 from dataloader.cli._read_csv import open_csv
 from dataloader.cli._runtime import describe_runtime
 from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
+from dataloader.cli._torch_demo import run_torch_demo
 from dataloader.cli.convert import write_ndf
 from dataloader.collate import default_collate
 from dataloader.dataset import Subset
@@ -59,13 +63,8 @@ DIGITS_LABEL_COLUMN = 64  # 64 pixel columns, then the class
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "demo",
-        "train a softmax classifier on real handwritten digits through the loader",
-        __doc__,
-        raw=True,
-    )
+    summary = "train a softmax classifier on real handwritten digits through the loader"
+    p = add_command(subparsers, "demo", summary, __doc__, raw=True)
     p.add_argument(
         "--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)"
     )
@@ -97,6 +96,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=0,
         help="seed of the split, the shuffling and nothing else (default 0)",
+    )
+    p.add_argument(
+        "--torch",
+        action="store_true",
+        help="train PyTorch's nn.Sequential on the digits through dataloader.torch.DataLoader "
+        "(needs torch; --data, --optimizer and --test-fraction do not apply)",
     )
     add_progress_flag(p)
     p.set_defaults(run=run)
@@ -168,6 +173,10 @@ def _convert_digits(folder: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
+    if args.torch:
+        if args.data is not None:
+            raise CliError("--data does not apply to demo --torch (it trains on the digits)")
+        return run_torch_demo(args.epochs, args.batch_size, args.lr, args.num_workers, args.seed)
     print(f"dataloader demo: multinomial logistic regression, {describe_runtime()}")
     with tempfile.TemporaryDirectory(prefix="dataloader-demo-") as folder:
         if args.data is None:

@@ -27,12 +27,8 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = add_command(
-        subparsers,
-        "info",
-        "show the shape, size, first rows and column statistics of an .ndf file",
-        __doc__,
-    )
+    summary = "show the shape, size, first rows and column statistics of an .ndf file"
+    p = add_command(subparsers, "info", summary, __doc__)
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument(
         "--head",
