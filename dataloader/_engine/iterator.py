@@ -87,39 +87,48 @@ class SequentialEpoch(EpochIterator):
     """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``.
 
     Args:
-        produce: returns the next batch, a ``Failure`` or ``END`` (see ``items``).
+        items: ``(next_item, build)`` from the source's ``sequential()``: ``next_item()``
+            returns the next work item (``StopIteration`` at the end; the sampler's
+            exceptions propagate) and ``build(item)`` the batch, a ``Failure`` or ``END``;
+            None when the epoch could not start.
         length: ``len()`` of the epoch, or None.
         start_error: the exception that stopped the epoch from starting, or None.
     """
 
     def __init__(
-        self, *, produce: Callable[[], Any] | None, length: int | None, start_error: BaseException | None = None
+        self,
+        *,
+        items: tuple[Callable[[], Any], Callable[[Any], Any]] | None,
+        length: int | None,
+        start_error: BaseException | None = None,
     ) -> None:
         super().__init__(length, start_error)
-        self._produce = produce
+        self._items = items
         self._inside = threading.Lock()
 
     def __next__(self) -> Any:
-        if not self._inside.acquire(blocking=False):
+        if not self._inside.acquire(False):
             raise self._concurrent_next()
         try:
-            self._raise_start_error()
-            produce = self._produce  # close() may run on another thread
-            if produce is None:
+            if self._start_error is not None:
+                self._raise_start_error()
+            items = self._items  # close() may run on another thread
+            if items is None:
                 raise StopIteration
             try:
-                out = produce()
-            except BaseException:  # the sampler failed: raised at its position, then the end
+                item = items[0]()
+            except BaseException:  # the end, or the sampler failed: raised at its position
                 self.close()
                 raise
+            out = items[1](item)
             if out is END:
                 self.close()
                 raise StopIteration
-            if isinstance(out, Failure):
+            if type(out) is Failure:
                 out.reraise()
             return out
         finally:
             self._inside.release()
 
     def close(self) -> None:
-        self._produce = None
+        self._items = None

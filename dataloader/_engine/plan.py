@@ -113,13 +113,13 @@ class EpochPlan:
                 start_error = exc
             source = MapItems(indices, fetch, setup, self.num_workers)
         if self.num_workers == 0:
-            produce = None
+            items = None
             if start_error is None:
                 try:
-                    produce = source.sequential()
+                    items = source.sequential()
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(produce=produce, length=length, start_error=start_error)
+            return SequentialEpoch(items=items, length=length, start_error=start_error)
         assert pool is not None
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
