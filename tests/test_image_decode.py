@@ -133,3 +133,9 @@ def test_resize_bad_input():
         Resize(0)
     with pytest.raises(ValueError, match="shape"):
         Resize(8)(np.zeros((2, 2, 2, 2), np.uint8))
+
+
+def test_undecodable_bytes_error_gives_the_size_not_a_file_object():
+    with pytest.raises(ValueError, match="cannot decode image of 12 bytes") as info:
+        Decode()(b"not an image")
+    assert "BytesIO" not in str(info.value)
