@@ -12,6 +12,7 @@ from libc.stdint cimport int64_t
 cdef enum:
     GATHER_EOF = 1          # the file ended before a requested row
     GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
+    GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
 
 
 # Position of the first index outside [0, n), or -1 when all are in range.

@@ -8,14 +8,29 @@ Two ways to reach the rows, chosen per `Reader`:
   mapping, with software prefetch a few rows ahead.  No system call per
   row, so a page-cached file is gathered at memory speed.  Mapped pages
   count in the process's resident set (they are page cache, reclaimable by
-  the kernel).  A file truncated by someone else while mapped makes the
-  next access raise SIGBUS: do not truncate open files.
+  the kernel).  A file truncated by someone else while mapped makes an
+  access past its new end raise SIGBUS; the copy runs under a guard (below)
+  that turns that fault into an ``OSError`` naming the file.  Rows between
+  the new end and the end of its page read as zeros (the kernel zero-fills
+  that page); only ``pread`` detects every truncation.
 * ``pread``: one system call per run of consecutive indices.  A single
   row is scattered into the two outputs by one ``preadv`` (2 iovecs); a
   run is read whole, in place when there are no labels, otherwise into a
   64 KiB bounce buffer and split (a preadv with 2 iovecs per row was
   measured ~2x slower for runs).  Nothing is mapped, so the resident set
   stays flat however large the file.
+
+SIGBUS guard (mmap): the mapped copy runs inside ``dl_bus_guarded``, which
+records a ``sigsetjmp`` point and the mapping's address range in a
+thread-local slot.  One process-wide SIGBUS handler (installed when a mapped
+`Reader` is made, again if someone — e.g. ``faulthandler.enable()`` — replaced
+it since) ``siglongjmp``s back when the faulting thread is inside a guard and
+the address lies in its mapping; any other SIGBUS goes to the handler that was
+installed before ours (faulthandler's, or the default action), as without us.
+The handler is ``SA_NODEFER`` so the jump leaves the signal mask as it was, and
+the guard is a plain ``sigsetjmp(env, 0)`` (no system call): a few ns a gather.
+Only a ``memcpy`` from the mapping is interrupted; it holds no lock and no
+Python state, so abandoning it is safe.
 
 `Reader` owns the file descriptor (and mapping).  It counts the reads in
 flight under a mutex, so ``close()`` from any thread is safe while others
@@ -25,7 +40,7 @@ start after ``close()`` raise ``ValueError``.
 
 cimport cython
 cimport numpy as cnp
-from libc.errno cimport EINTR, ENOMEM, errno
+from libc.errno cimport EINTR, EIO, ENOMEM, errno
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
@@ -50,8 +65,110 @@ cdef extern from *:
     #else
     #define DL_PREFETCH(p) ((void)(p))
     #endif
+
+    #include <errno.h>
+    #include <pthread.h>
+    #include <setjmp.h>
+    #include <signal.h>
+    #include <string.h>
+
+    typedef struct {
+        sigjmp_buf env;
+        const char *lo, *hi;  /* the mapping this guard covers: [lo, hi) */
+    } dl_bus_guard;
+
+    /* The guard of the calling thread (NULL outside a guarded copy).  initial-exec:
+       the slot is in static TLS, so the handler reads it without __tls_get_addr
+       (which may allocate on a thread's first access: not async-signal-safe). */
+    static __thread __attribute__((tls_model("initial-exec")))
+        dl_bus_guard *volatile dl_bus_current = NULL;
+    static struct sigaction dl_bus_previous;
+    static pthread_mutex_t dl_bus_install_lock = PTHREAD_MUTEX_INITIALIZER;
+
+    static void dl_bus_handler(int sig, siginfo_t *info, void *context) {
+        dl_bus_guard *guard = dl_bus_current;
+        if (guard != NULL) {
+            const char *addr = (const char *)info->si_addr;
+            /* si_code <= 0: sent by raise()/kill(), e.g. re-raised by faulthandler
+               after it printed the fault: ours too when this thread is in a guard. */
+            if (info->si_code <= 0 || (addr >= guard->lo && addr < guard->hi)) {
+                dl_bus_current = NULL;
+                siglongjmp(guard->env, 1);
+            }
+        }
+        if (dl_bus_previous.sa_flags & SA_SIGINFO) {
+            dl_bus_previous.sa_sigaction(sig, info, context);
+        } else if (dl_bus_previous.sa_handler == SIG_IGN) {
+            return;
+        } else if (dl_bus_previous.sa_handler == SIG_DFL) {
+            /* as if we were never installed: the default action ends the process */
+            signal(sig, SIG_DFL);
+            raise(sig);
+        } else {
+            dl_bus_previous.sa_handler(sig);
+        }
+    }
+
+    /* Install dl_bus_handler unless it is the current SIGBUS handler; 0 or errno. */
+    static int dl_bus_install(void) {
+        struct sigaction current, ours;
+        int err = 0;
+        pthread_mutex_lock(&dl_bus_install_lock);
+        if (sigaction(SIGBUS, NULL, &current) != 0) {
+            err = errno;
+        } else if (!((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == dl_bus_handler)) {
+            memset(&ours, 0, sizeof ours);
+            ours.sa_sigaction = dl_bus_handler;
+            ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+            sigemptyset(&ours.sa_mask);
+            if (sigaction(SIGBUS, &ours, &dl_bus_previous) != 0) err = errno;
+        }
+        pthread_mutex_unlock(&dl_bus_install_lock);
+        return err;
+    }
+
+    /* fn(arg) with SIGBUS on [lo, hi) turned into the return value `fault`. */
+    static int dl_bus_guarded(const char *lo, const char *hi, int (*fn)(void *), void *arg,
+                              int fault) {
+        dl_bus_guard guard;
+        int status;
+        guard.lo = lo;
+        guard.hi = hi;
+        if (sigsetjmp(guard.env, 0) != 0) {
+            return fault;  /* back from the handler, which cleared dl_bus_current */
+        }
+        dl_bus_current = &guard;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* set before the copy starts */
+        status = fn(arg);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* cleared only after it ends */
+        dl_bus_current = NULL;
+        return status;
+    }
     """
     void DL_PREFETCH(const void* p) noexcept nogil
+    int dl_bus_install() noexcept nogil
+    int dl_bus_guarded(const char* lo, const char* hi, int (*fn)(void*) noexcept nogil,
+                       void* arg, int fault) noexcept nogil
+
+
+# The arguments of one gather_mapped call, for dl_bus_guarded's callback.
+cdef struct _MappedGather:
+    const char* data
+    int64_t n
+    Py_ssize_t row_bytes
+    const int64_t* indices
+    Py_ssize_t count
+    char* out_x
+    Py_ssize_t x_bytes
+    char* out_y
+    Py_ssize_t y_bytes
+    Py_ssize_t* bad
+
+
+cdef int _call_gather_mapped(void* arg) noexcept nogil:
+    cdef _MappedGather* a = <_MappedGather*>arg
+    return gather_mapped(a.data, a.n, a.row_bytes, a.indices, a.count,
+                         a.out_x, a.x_bytes, a.out_y, a.y_bytes, a.bad)
 
 # Rows prefetched ahead of the copy in gather_mapped: enough to cover DRAM
 # latency (~100 ns) with ~10-40 ns of copying per row; measured on
@@ -296,6 +413,9 @@ cdef class Reader:
             self.base = <char*>mapped
             self.mapped = True
             madvise(mapped, self.map_bytes, _MADVICE[advice])  # advice only
+            code = dl_bus_install()
+            if code != 0:
+                raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}", name)
         else:
             posix_fadvise(fd, 0, 0, _FADVICE[advice])  # advice only
 
@@ -356,6 +476,13 @@ cdef class Reader:
     cdef int _raise_status(self, int status) except -1:
         if status == GATHER_EOF:
             raise OSError(f"unexpected end of file in {self.name!r} (truncated while open?)")
+        if status == GATHER_FAULT:
+            raise OSError(
+                EIO,
+                "the mapped file is shorter than its header says (truncated while open?); "
+                "rows past its end cannot be read",
+                self.name,
+            )
         raise OSError(-status, os.strerror(-status), self.name)
 
     def gather(self, cnp.ndarray indices not None, cnp.ndarray out_x not None,
@@ -387,6 +514,7 @@ cdef class Reader:
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
+        cdef _MappedGather call
         cdef Py_ssize_t bad = -1
         cdef int status = 0
         self._enter()
@@ -397,8 +525,18 @@ cdef class Reader:
             if bad >= 0:
                 status = GATHER_BAD_INDEX
             elif self.base != NULL:
-                status = gather_mapped(self.base + self.data_offset, self.n, self.row_bytes,
-                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
+                call.data = self.base + self.data_offset
+                call.n = self.n
+                call.row_bytes = self.row_bytes
+                call.indices = idx
+                call.count = count
+                call.out_x = px
+                call.x_bytes = self.x_bytes
+                call.out_y = py
+                call.y_bytes = self.y_bytes
+                call.bad = &bad
+                status = dl_bus_guarded(self.base, self.base + self.map_bytes,
+                                        _call_gather_mapped, &call, GATHER_FAULT)
             else:
                 status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
