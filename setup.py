@@ -19,7 +19,7 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_gather": ("c", []),
-    "_collate": ("c", []),
+    "_imgcopy": ("c", []),
     "_resize": ("c", []),
 }
 

@@ -15,16 +15,16 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ._context import epoch_seed
+from dataloader._context import epoch_seed
 from dataloader._engine.fetch import Fetcher
-from ._generator import check_seed
+from dataloader._rng import check_seed
 from dataloader._engine.iterable_epoch import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
 from dataloader._engine.map_epoch import EpochIterator, SequentialIterator, WindowedIterator
 from dataloader._engine.options import LoaderOptions
 from dataloader._engine.pool import WorkerPool
-from .collate import default_collate, default_convert
-from .dataset import IterableDataset
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from dataloader.collate import default_collate, default_convert
+from dataloader.dataset import IterableDataset
+from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
 

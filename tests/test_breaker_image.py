@@ -1,4 +1,4 @@
-"""Adversarial reproducers for the image pipeline (dataloader/image, _collate.pyx).
+"""Adversarial reproducers for the image pipeline (dataloader/image, _imgcopy.pyx).
 
 Each test is a minimal failing case found by the breaker; ``xfail(strict=True)``
 marks the ones not fixed yet (the reason gives the diagnosis).
@@ -58,7 +58,7 @@ def test_pickled_batch_owns_its_pixels() -> None:
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_big_endian_float32_images(layout: str) -> None:
-    # _collate.pyx _gather checks PyArray_TYPE (NPY_FLOAT32 also for '>f4') and
+    # _imgcopy.pyx _gather checks PyArray_TYPE (NPY_FLOAT32 also for '>f4') and
     # collator.py tests `first.dtype == np.float32` (False for '>f4'): swapped
     # bytes were read as native floats and scaled by 1/255 -> silent garbage.
     x = np.linspace(0, 1, 2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)

@@ -216,13 +216,13 @@ def test_pil_images_are_accepted():
 
 
 def test_native_rejects_wrong_out_shape():
-    from dataloader._native import _collate
+    from dataloader._native import _imgcopy
 
     items = images(2)
     with pytest.raises(ValueError, match="out has shape"):
-        _collate.collate_u8(items, np.empty((2, 24, 32, 4), np.uint8), False)
+        _imgcopy.collate_u8(items, np.empty((2, 24, 32, 4), np.uint8), False)
     with pytest.raises(ValueError, match="scale has 1"):
-        _collate.collate_f32(
+        _imgcopy.collate_f32(
             items,
             np.empty((2, 3, 24, 32), np.float32),
             True,
@@ -257,7 +257,7 @@ def test_random_shapes_match_reference(h, w, c, n, flip, nchw, f32, seed):
 def test_extensions_keep_gil_disabled():
     import sysconfig
 
-    import dataloader._native._collate  # noqa: F401
+    import dataloader._native._imgcopy  # noqa: F401
     import dataloader._native._resize  # noqa: F401
 
     if sysconfig.get_config_var("Py_GIL_DISABLED"):

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dataloader import ndf
+from dataloader._ndf import read as ndf_read
 from dataloader.ndf import NDF_HEADER, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 ACCESS = ["mmap", "pread"]
@@ -367,7 +367,7 @@ def test_closed_file_reads_raise(small, access):
 def test_auto_access_maps_small_files(small, monkeypatch):
     with open_ndf(small[0]) as f:
         assert f.access == "mmap"
-    monkeypatch.setattr(ndf, "MMAP_AUTO_MAX_BYTES", 100)
+    monkeypatch.setattr(ndf_read, "MMAP_AUTO_MAX_BYTES", 100)
     with open_ndf(small[0], advice="random") as f:
         assert f.access == "pread" and len(f) == 50
 

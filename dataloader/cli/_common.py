@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from ._constants import PROGRESS_MIN_INTERVAL_S
+from dataloader.cli._constants import PROGRESS_MIN_INTERVAL_S
 
 __all__ = [
     "CliError",
@@ -82,7 +82,7 @@ def format_bytes(n: float) -> str:
 
 def open_ndf_or_fail(path: str, **kwargs: Any) -> Any:
     """``open_ndf(path)``, turning a missing or malformed file into a :class:`CliError`."""
-    from ..ndf import open_ndf
+    from dataloader.ndf import open_ndf
 
     try:
         return open_ndf(path, **kwargs)
@@ -99,7 +99,7 @@ def make_loader(dataset: Any, **kwargs: Any) -> Any:
     The loader bounds its options (e.g. ``num_workers``, ``prefetch_depth``); its
     ``ValueError``/``TypeError`` names the option and the limit.
     """
-    from ..loader import DataLoader
+    from dataloader.loader import DataLoader
 
     try:
         return DataLoader(dataset, **kwargs)

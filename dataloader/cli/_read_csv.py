@@ -23,9 +23,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ._common import CliError
-from ._constants import CSV_CHUNK_ROWS
-from ._source import Chunk, Source, feature_columns, resolve_columns, take_columns
+from dataloader.cli._common import CliError
+from dataloader.cli._constants import CSV_CHUNK_ROWS
+from dataloader.cli._source import Chunk, Source, feature_columns, resolve_columns, take_columns
 
 __all__ = ["open_csv"]
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ._common import (
+from dataloader.cli._common import (
     CliError,
     add_progress_flag,
     describe,
@@ -27,7 +27,7 @@ from ._common import (
     open_ndf_or_fail,
     progress,
 )
-from ._runtime import describe_runtime
+from dataloader.cli._runtime import describe_runtime
 
 __all__ = ["add_parser", "numpy_batches", "run"]
 
@@ -83,8 +83,8 @@ def _index_batches(
     n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
 ) -> Iterator[np.ndarray]:
     """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
-    from .._batch_sampler import iter_index_arrays
-    from ..sampler import BatchSampler, RandomSampler, SequentialSampler
+    from dataloader._sampling.batch import iter_index_arrays
+    from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
 
     if shuffle:
         sampler = RandomSampler(range(n), generator=seed)
@@ -117,7 +117,7 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..ndf import NdfDataset
+    from dataloader.ndf import NdfDataset
 
     _check(args)
     file = open_ndf_or_fail(args.file)

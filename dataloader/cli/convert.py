@@ -34,7 +34,7 @@ import argparse
 import os
 import time
 
-from ._common import (
+from dataloader.cli._common import (
     CliError,
     add_progress_flag,
     check_output_path,
@@ -42,10 +42,10 @@ from ._common import (
     format_bytes,
     progress,
 )
-from ._constants import CSV_CHUNK_ROWS
-from ._read_arrays import open_npy, open_npz
-from ._read_csv import open_csv
-from ._source import Source
+from dataloader.cli._constants import CSV_CHUNK_ROWS
+from dataloader.cli._read_arrays import open_npy, open_npz
+from dataloader.cli._read_csv import open_csv
+from dataloader.cli._source import Source
 
 __all__ = ["add_parser", "run", "open_source", "write_ndf"]
 
@@ -206,7 +206,7 @@ def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
     Raises:
         CliError: bad data in the input, or no rows; ``output`` is then left untouched.
     """
-    from ..ndf import NdfWriter
+    from dataloader.ndf import NdfWriter
 
     try:
         writer = NdfWriter(output, source.d, source.l)

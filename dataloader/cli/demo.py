@@ -25,7 +25,7 @@ from importlib import resources
 
 import numpy as np
 
-from ._common import (
+from dataloader.cli._common import (
     CliError,
     add_progress_flag,
     describe,
@@ -33,7 +33,7 @@ from ._common import (
     open_ndf_or_fail,
     progress,
 )
-from ._constants import (
+from dataloader.cli._constants import (
     DEMO_BATCH_SIZE,
     DEMO_EPOCHS,
     DEMO_LEARNING_RATE,
@@ -41,9 +41,9 @@ from ._constants import (
     DEMO_TEST_FRACTION,
     MAX_CLASSES,
 )
-from ._labels import check_class_labels
-from ._runtime import describe_runtime
-from ._softmax import OPTIMIZERS, SoftmaxRegression
+from dataloader.cli._labels import check_class_labels
+from dataloader.cli._runtime import describe_runtime
+from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
 
@@ -116,7 +116,7 @@ class Standardize:
         self.mean, self.std = mean, std
 
     def __call__(self, items: object) -> tuple[np.ndarray, np.ndarray]:
-        from ..collate import default_collate
+        from dataloader.collate import default_collate
 
         x, y = default_collate(items)
         return (x - self.mean) / self.std, y[:, 0].astype(np.int64)
@@ -147,8 +147,8 @@ def _evaluate(model: SoftmaxRegression, loader: object) -> float:
 
 
 def _convert_digits(folder: str) -> str:
-    from ._read_csv import open_csv
-    from .convert import write_ndf
+    from dataloader.cli._read_csv import open_csv
+    from dataloader.cli.convert import write_ndf
 
     out = os.path.join(folder, "digits.ndf")
     with resources.as_file(resources.files("dataloader").joinpath("data", DIGITS_FILE)) as csv_path:
@@ -177,8 +177,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, path: str) -> int:
-    from ..dataset import Subset
-    from ..ndf import NdfDataset
+    from dataloader.dataset import Subset
+    from dataloader.ndf import NdfDataset
 
     file = open_ndf_or_fail(path)
     try:

@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
-from ._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
-from ._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
-from ._stats import block_rows, column_stats
+from dataloader.cli._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
+from dataloader.cli._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
+from dataloader.cli._stats import block_rows, column_stats
 
 __all__ = ["add_parser", "run"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ndf_format import (
+from dataloader._ndf.format import (
     NDF_HEADER_BYTES,
     NDF_MAX_FILE_BYTES,
     WRITE_CHUNK_BYTES,

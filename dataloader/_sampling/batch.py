@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from dataloader._indices import as_index_array
-from dataloader._sampler_base import Sampler, native_index_chunks
+from dataloader._sampling.base import Sampler, native_index_chunks
 
 __all__ = ["BatchSampler", "iter_index_arrays"]
 

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from dataloader._constants import INDEX_CHUNK_ROWS
-from dataloader._generator import EpochRng, check_generator
+from dataloader._rng import EpochRng, check_generator
 
 __all__ = [
     "ChunkedSampler",

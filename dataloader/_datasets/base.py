@@ -13,7 +13,7 @@ import numpy as np
 from dataloader._indices import as_index_array
 
 if TYPE_CHECKING:
-    from dataloader._concat import ConcatDataset
+    from dataloader._datasets.concat import ConcatDataset
 
 __all__ = ["ChainDataset", "Dataset", "IterableDataset", "fetch_items"]
 
@@ -32,7 +32,7 @@ class Dataset(Generic[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
 
     def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
-        from dataloader._concat import ConcatDataset
+        from dataloader._datasets.concat import ConcatDataset
 
         return ConcatDataset([self, other])
 

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dataloader._batched import BatchedItems
-from dataloader._dataset_base import Dataset, IterableDataset, fetch_items
+from dataloader._datasets.batched import BatchedItems
+from dataloader._datasets.base import Dataset, IterableDataset, fetch_items
 from dataloader._indices import as_index_array
 
 __all__ = ["ConcatDataset"]
