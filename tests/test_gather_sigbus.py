@@ -31,6 +31,9 @@ ds = NdfDataset(path, access="mmap")  # opened before the cut too (its header st
 assert f.access == "mmap" and ds.file.access == "mmap"
 if sys.argv[2] == "faulthandler-after-open":
     faulthandler.enable()
+if sys.argv[2] == "faulthandler-disabled-after-open":  # restores the default action
+    faulthandler.disable()
+    f = open_ndf(path, access="mmap")  # a new mapped reader puts the guard's handler back
 keep = 100  # rows left after the cut
 # Rows past the cut but on the cut's last page read as zeros (the kernel zero-fills a
 # mapped page past the end of file): only rows from the next page on fault.  Rows from
@@ -43,7 +46,8 @@ os.truncate(path, 28 + keep * (d + 1) * 8)
 def run_script(tmp_path, body: str, faulthandler: str = "off") -> subprocess.CompletedProcess:
     script = tmp_path / "case.py"
     script.write_text(textwrap.dedent(SETUP) + textwrap.dedent(body))
-    flags = ["-X", "faulthandler"] if faulthandler == "on-at-start" else []
+    at_start = faulthandler in ("on-at-start", "faulthandler-disabled-after-open")
+    flags = ["-X", "faulthandler"] if at_start else []
     env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
     return subprocess.run(
         [sys.executable, *flags, str(script), str(tmp_path / "t.ndf"), faulthandler],
@@ -56,7 +60,10 @@ def run_script(tmp_path, body: str, faulthandler: str = "off") -> subprocess.Com
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("faulthandler", ["off", "on-at-start", "faulthandler-after-open"])
+@pytest.mark.parametrize(
+    "faulthandler",
+    ["off", "on-at-start", "faulthandler-after-open", "faulthandler-disabled-after-open"],
+)
 def test_mmap_read_past_a_truncated_end_raises_oserror_naming_the_file(tmp_path, faulthandler):
     proc = run_script(
         tmp_path,

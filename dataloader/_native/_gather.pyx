@@ -22,15 +22,19 @@ Two ways to reach the rows, chosen per `Reader`:
 
 SIGBUS guard (mmap): the mapped copy runs inside ``dl_bus_guarded``, which
 records a ``sigsetjmp`` point and the mapping's address range in a
-thread-local slot.  One process-wide SIGBUS handler (installed when a mapped
-`Reader` is made, again if someone — e.g. ``faulthandler.enable()`` — replaced
-it since) ``siglongjmp``s back when the faulting thread is inside a guard and
-the address lies in its mapping; any other SIGBUS goes to the handler that was
-installed before ours (faulthandler's, or the default action), as without us.
-The handler is ``SA_NODEFER`` so the jump leaves the signal mask as it was, and
-the guard is a plain ``sigsetjmp(env, 0)`` (no system call): a few ns a gather.
-Only a ``memcpy`` from the mapping is interrupted; it holds no lock and no
-Python state, so abandoning it is safe.
+thread-local slot.  One process-wide SIGBUS handler ``siglongjmp``s back when
+the faulting thread is inside a guard and the address lies in its mapping; any
+other SIGBUS goes to the handler installed before ours (faulthandler's, or the
+default action), as without us.  Ours is installed when the first mapped
+`Reader` is made, and again by a later one if it was replaced by the default
+action (``faulthandler.disable()`` may restore that) or by the handler it had
+replaced.  Any other handler installed after ours is left alone: it may chain
+to ours (faulthandler, enabled later, prints the fault and re-raises it into
+ours, which still recovers), and replacing it would close a loop.  The handler
+is ``SA_NODEFER``, so the jump leaves the signal mask as it was, and the guard
+is a plain ``sigsetjmp(env, 0)`` (no system call): a few ns a gather.  Only a
+``memcpy`` from the mapping is interrupted; it holds no lock and no Python
+state, so abandoning it is safe.
 
 `Reader` owns the file descriptor (and mapping).  It counts the reads in
 flight under a mutex, so ``close()`` from any thread is safe while others
@@ -109,19 +113,38 @@ cdef extern from *:
         }
     }
 
-    /* Install dl_bus_handler unless it is the current SIGBUS handler; 0 or errno. */
+    static int dl_bus_installed = 0;
+
+    static int dl_same_handler(const struct sigaction *a, const struct sigaction *b) {
+        if ((a->sa_flags & SA_SIGINFO) != (b->sa_flags & SA_SIGINFO)) return 0;
+        return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction == b->sa_sigaction
+                                          : a->sa_handler == b->sa_handler;
+    }
+
+    static int dl_terminal_handler(const struct sigaction *a) {
+        return !(a->sa_flags & SA_SIGINFO) && (a->sa_handler == SIG_DFL || a->sa_handler == SIG_IGN);
+    }
+
+    /* Make dl_bus_handler the SIGBUS handler: the first time, and again when ours was
+       replaced by a handler that cannot chain to it: the default action (what
+       faulthandler.disable() restores) or the handler ours had replaced.  Any other
+       handler installed after ours is left in place: it may chain to ours (faulthandler
+       does, after printing the fault), and replacing it would close a loop.
+       Returns 0 or an errno. */
     static int dl_bus_install(void) {
         struct sigaction current, ours;
         int err = 0;
         pthread_mutex_lock(&dl_bus_install_lock);
         if (sigaction(SIGBUS, NULL, &current) != 0) {
             err = errno;
-        } else if (!((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == dl_bus_handler)) {
+        } else if (!dl_bus_installed || dl_terminal_handler(&current)
+                   || dl_same_handler(&current, &dl_bus_previous)) {
             memset(&ours, 0, sizeof ours);
             ours.sa_sigaction = dl_bus_handler;
             ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
             sigemptyset(&ours.sa_mask);
             if (sigaction(SIGBUS, &ours, &dl_bus_previous) != 0) err = errno;
+            else dl_bus_installed = 1;
         }
         pthread_mutex_unlock(&dl_bus_install_lock);
         return err;
