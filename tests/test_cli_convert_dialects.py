@@ -103,7 +103,7 @@ def test_an_integer_is_a_position_even_when_a_column_has_that_name(tmp_path, cap
         ("1,2,3\n", ["--label-columns", "label"], "no column named 'label': the file has no header"),
         ("1,2,3\n", ["--label-columns", "name:0"], "no column named '0': the file has no header"),
         ("a,b,c\n1,2,3\n", ["--label-columns", "name:z"], "no column named 'z' (columns: 'a'"),
-        ("a,b,c\n1,2,3\n", ["--columns", "a", "--label-columns", "c"], "label column 2 is not among"),
+        ("a,b,c\n1,2,3\n", ["--drop-columns", "c", "--label-columns", "c"], "column 2 ('c') is both"),
         ("a,b,c\n1,2,3\n", ["--drop-columns", "a", "b", "c"], "at least one feature column"),
         ("a,b,c\n1,2,3\n", ["--columns", "a", "a"], "column 'a' is given twice"),
         ("a,b,c\n1,2,3\n", ["--drop-columns", "7"], "column 7 is out of range for 3 columns"),
@@ -151,6 +151,15 @@ def test_columns_keeps_the_given_columns_in_order_and_never_parses_the_others(tm
     i = np.arange(7.0)
     np.testing.assert_array_equal(x, np.stack([-i, i * 1.5], axis=1))
     np.testing.assert_array_equal(y[:, 0], i % 3)
+
+
+def test_columns_keeps_the_label_columns_without_listing_them(tmp_path):
+    (tmp_path / "t.csv").write_text("id,a,b,y\nx1,1,2,0\nx2,3,4,1\n")
+    opts = ["--columns", "b", "a", "--label-columns", "y"]
+    assert convert(tmp_path / "t.csv", tmp_path / "t.ndf", *opts) == 0
+    x, y = read_back(tmp_path / "t.ndf")
+    np.testing.assert_array_equal(x, [[2, 1], [4, 3]])
+    np.testing.assert_array_equal(y[:, 0], [0, 1])
 
 
 def test_drop_columns_leaves_out_text_columns(tmp_path):

@@ -107,13 +107,15 @@ def open_csv(
         delimiter: one character, or ``None`` for runs of whitespace.
         chunk_rows: lines parsed per block.
         skip_rows: lines skipped at the start of the file, before the header.
-        columns: tokens of the columns to keep (features in this order, and the
-            labels); ``None`` keeps all.  Columns not kept are never parsed.
-        drop_columns: tokens of columns to leave out; not with ``columns``.
+        columns: tokens of the feature columns to keep, in this order (the label
+            columns are kept too); ``None`` keeps all.  Columns not kept are never
+            parsed.
+        drop_columns: tokens of columns to leave out (not label columns); not
+            with ``columns``.
 
     Raises:
-        CliError: unreadable file, no header line where names are used, unknown
-            or dropped label column; while iterating: a ragged or non-numeric
+        CliError: unreadable file, no header line where names are used, an
+            unknown column, a label column also dropped; while iterating: a ragged or non-numeric
             line (file, line and column named).
     """
     raw, text = _open_text(path)
@@ -146,6 +148,12 @@ def open_csv(
             keep = resolve_columns(columns, header_names, ncols, path, "column", notes)
         elif drop_columns is not None:
             dropped = resolve_columns(drop_columns, header_names, ncols, path, "column", notes)
+            both = [j for j in labels if j in dropped]
+            if both:
+                raise CliError(
+                    f"{path}: column {both[0]} ({names[both[0]]!r}) is both a label column "
+                    "and dropped by --drop-columns"
+                )
             keep = [j for j in range(ncols) if j not in dropped]
         features = feature_columns(ncols, labels, path, keep)
         if labels:

@@ -132,12 +132,9 @@ def feature_columns(
     """Positions of the feature columns: ``keep`` (default: every column) minus ``labels``.
 
     Raises:
-        CliError: a label column outside ``keep``, or no feature column left.
+        CliError: no feature column left.
     """
     kept = list(range(ncols)) if keep is None else keep
-    missing = [j for j in labels if j not in kept]
-    if missing:
-        raise CliError(f"{path}: label column {missing[0]} is not among the columns kept")
     features = [j for j in kept if j not in labels]
     if not features:
         raise CliError(

@@ -11,8 +11,9 @@ Inputs (chosen by the file name, or ``--format``):
   line (after ``--skip-rows N`` lines) is data when every field is a number
   and a header otherwise; convert prints what it decided.  ``--delimiter``
   is one character, ``'\\t'`` for a tab, or ``whitespace`` for runs of spaces
-  and tabs.  ``--columns`` keeps only the columns given (features in that
-  order, plus the labels); ``--drop-columns`` leaves the columns given out.
+  and tabs.  ``--columns`` keeps only the feature columns given, in that
+  order (the label columns are kept too); ``--drop-columns`` leaves the
+  columns given out.
   Columns left out are not parsed, so they may hold text.
 
 Columns (``--label-columns``, ``--columns``, ``--drop-columns``) are given by
@@ -106,7 +107,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="COL",
         nargs="+",
         action="extend",
-        help="CSV: keep only these columns (features in this order, and the label columns)",
+        help="CSV: keep only these feature columns, in this order (and the label columns)",
     )
     select.add_argument(
         "--drop-columns", metavar="COL", nargs="+", action="extend", help="CSV: leave these out"
