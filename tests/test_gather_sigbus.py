@@ -1,7 +1,7 @@
 """A `.ndf` file truncated while it is mapped: reads raise OSError, the process lives.
 
 Reading a mapped page past a file's new end raises SIGBUS; the gather's guard
-(dataloader/_native/_gather.pyx) turns it into an ``OSError`` naming the file.
+(dataloader/_native/_rowcopy.pyx, _bus_guard.h) turns it into an ``OSError`` naming the file.
 Each case runs in a fresh interpreter, so that a crash fails the test, not the
 suite; faulthandler (which also handles SIGBUS) is on before, after or never.
 """

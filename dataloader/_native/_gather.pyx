@@ -1,40 +1,18 @@
 # cython: freethreading_compatible=True
-"""Gather rows of an `.ndf` file into caller buffers without the GIL.
+"""Gather rows of an `.ndf` file into caller buffers without the GIL: ``Reader``.
 
-Two ways to reach the rows, chosen per `Reader`:
+A `Reader` reaches the rows one of two ways (kernels in ``_rowcopy``):
 
-* ``mmap``: the file is mapped read-only once; a gather is one ``memcpy``
-  per row (per run of consecutive rows when there are no labels) from the
-  mapping, with software prefetch a few rows ahead.  No system call per
-  row, so a page-cached file is gathered at memory speed.  Mapped pages
-  count in the process's resident set (they are page cache, reclaimable by
-  the kernel).  A file truncated by someone else while mapped makes an
-  access past its new end raise SIGBUS; the copy runs under a guard (below)
-  that turns that fault into an ``OSError`` naming the file.  Rows between
-  the new end and the end of its page read as zeros (the kernel zero-fills
-  that page); only ``pread`` detects every truncation.
-* ``pread``: one system call per run of consecutive indices.  A single
-  row is scattered into the two outputs by one ``preadv`` (2 iovecs); a
-  run is read whole, in place when there are no labels, otherwise into a
-  64 KiB bounce buffer and split (a preadv with 2 iovecs per row was
-  measured ~2x slower for runs).  Nothing is mapped, so the resident set
-  stays flat however large the file.
-
-SIGBUS guard (mmap): the mapped copy runs inside ``dl_bus_guarded``, which
-records a ``sigsetjmp`` point and the mapping's address range in a
-thread-local slot.  One process-wide SIGBUS handler ``siglongjmp``s back when
-the faulting thread is inside a guard and the address lies in its mapping; any
-other SIGBUS goes to the handler installed before ours (faulthandler's, or the
-default action), as without us.  Ours is installed when the first mapped
-`Reader` is made, and again by a later one if it was replaced by the default
-action (``faulthandler.disable()`` may restore that) or by the handler it had
-replaced.  Any other handler installed after ours is left alone: it may chain
-to ours (faulthandler, enabled later, prints the fault and re-raises it into
-ours, which still recovers), and replacing it would close a loop.  The handler
-is ``SA_NODEFER``, so the jump leaves the signal mask as it was, and the guard
-is a plain ``sigsetjmp(env, 0)`` (no system call): a few ns a gather.  Only a
-``memcpy`` from the mapping is interrupted; it holds no lock and no Python
-state, so abandoning it is safe.
+* ``mmap``: the file is mapped read-only once; a gather is one ``memcpy`` per
+  row from the mapping, so a page-cached file is gathered at memory speed.
+  Mapped pages count in the process's resident set (they are page cache,
+  reclaimable by the kernel).  A file truncated by someone else while mapped
+  makes an access past its new end raise SIGBUS; the copy runs under a guard
+  that turns that fault into an ``OSError`` naming the file (rows between the
+  new end and the end of its page read as zeros; only ``pread`` detects every
+  truncation).
+* ``pread``: one system call per run of consecutive indices.  Nothing is
+  mapped, so the resident set stays flat however large the file.
 
 `Reader` owns the file descriptor (and mapping).  It counts the reads in
 flight under a mutex, so ``close()`` from any thread is safe while others
@@ -44,10 +22,8 @@ start after ``close()`` raise ``ValueError``.
 
 cimport cython
 cimport numpy as cnp
-from libc.errno cimport EINTR, EIO, ENOMEM, errno
+from libc.errno cimport EIO, errno
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy
 from posix.fcntl cimport (
     POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL, posix_fadvise,
 )
@@ -55,313 +31,21 @@ from posix.mman cimport (
     MADV_NORMAL, MADV_RANDOM, MADV_SEQUENTIAL, MAP_FAILED, MAP_SHARED,
     PROT_READ, madvise, mmap, munmap,
 )
-from posix.uio cimport iovec, preadv
 from posix.unistd cimport close
+
+from dataloader._native._rowcopy cimport (
+    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, first_bad_index, gather_mapped_guarded,
+    gather_pread, install_bus_guard,
+)
 
 import os
 
 cnp.import_array()
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define DL_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 0)
-    #else
-    #define DL_PREFETCH(p) ((void)(p))
-    #endif
-
-    #include <errno.h>
-    #include <pthread.h>
-    #include <setjmp.h>
-    #include <signal.h>
-    #include <string.h>
-
-    typedef struct {
-        sigjmp_buf env;
-        const char *lo, *hi;  /* the mapping this guard covers: [lo, hi) */
-    } dl_bus_guard;
-
-    /* The guard of the calling thread (NULL outside a guarded copy).  initial-exec:
-       the slot is in static TLS, so the handler reads it without __tls_get_addr
-       (which may allocate on a thread's first access: not async-signal-safe). */
-    static __thread __attribute__((tls_model("initial-exec")))
-        dl_bus_guard *volatile dl_bus_current = NULL;
-    static struct sigaction dl_bus_previous;
-    static pthread_mutex_t dl_bus_install_lock = PTHREAD_MUTEX_INITIALIZER;
-
-    static void dl_bus_handler(int sig, siginfo_t *info, void *context) {
-        dl_bus_guard *guard = dl_bus_current;
-        if (guard != NULL) {
-            const char *addr = (const char *)info->si_addr;
-            /* si_code <= 0: sent by raise()/kill(), e.g. re-raised by faulthandler
-               after it printed the fault: ours too when this thread is in a guard. */
-            if (info->si_code <= 0 || (addr >= guard->lo && addr < guard->hi)) {
-                dl_bus_current = NULL;
-                siglongjmp(guard->env, 1);
-            }
-        }
-        if (dl_bus_previous.sa_flags & SA_SIGINFO) {
-            dl_bus_previous.sa_sigaction(sig, info, context);
-        } else if (dl_bus_previous.sa_handler == SIG_IGN) {
-            return;
-        } else if (dl_bus_previous.sa_handler == SIG_DFL) {
-            /* as if we were never installed: the default action ends the process */
-            signal(sig, SIG_DFL);
-            raise(sig);
-        } else {
-            dl_bus_previous.sa_handler(sig);
-        }
-    }
-
-    static int dl_bus_installed = 0;
-
-    static int dl_same_handler(const struct sigaction *a, const struct sigaction *b) {
-        if ((a->sa_flags & SA_SIGINFO) != (b->sa_flags & SA_SIGINFO)) return 0;
-        return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction == b->sa_sigaction
-                                          : a->sa_handler == b->sa_handler;
-    }
-
-    static int dl_terminal_handler(const struct sigaction *a) {
-        return !(a->sa_flags & SA_SIGINFO) && (a->sa_handler == SIG_DFL || a->sa_handler == SIG_IGN);
-    }
-
-    /* Make dl_bus_handler the SIGBUS handler: the first time, and again when ours was
-       replaced by a handler that cannot chain to it: the default action (what
-       faulthandler.disable() restores) or the handler ours had replaced.  Any other
-       handler installed after ours is left in place: it may chain to ours (faulthandler
-       does, after printing the fault), and replacing it would close a loop.
-       Returns 0 or an errno. */
-    static int dl_bus_install(void) {
-        struct sigaction current, ours;
-        int err = 0;
-        pthread_mutex_lock(&dl_bus_install_lock);
-        if (sigaction(SIGBUS, NULL, &current) != 0) {
-            err = errno;
-        } else if (!dl_bus_installed || dl_terminal_handler(&current)
-                   || dl_same_handler(&current, &dl_bus_previous)) {
-            memset(&ours, 0, sizeof ours);
-            ours.sa_sigaction = dl_bus_handler;
-            ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-            sigemptyset(&ours.sa_mask);
-            if (sigaction(SIGBUS, &ours, &dl_bus_previous) != 0) err = errno;
-            else dl_bus_installed = 1;
-        }
-        pthread_mutex_unlock(&dl_bus_install_lock);
-        return err;
-    }
-
-    /* fn(arg) with SIGBUS on [lo, hi) turned into the return value `fault`. */
-    static int dl_bus_guarded(const char *lo, const char *hi, int (*fn)(void *), void *arg,
-                              int fault) {
-        dl_bus_guard guard;
-        int status;
-        guard.lo = lo;
-        guard.hi = hi;
-        if (sigsetjmp(guard.env, 0) != 0) {
-            return fault;  /* back from the handler, which cleared dl_bus_current */
-        }
-        dl_bus_current = &guard;
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* set before the copy starts */
-        status = fn(arg);
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* cleared only after it ends */
-        dl_bus_current = NULL;
-        return status;
-    }
-    """
-    void DL_PREFETCH(const void* p) noexcept nogil
-    int dl_bus_install() noexcept nogil
-    int dl_bus_guarded(const char* lo, const char* hi, int (*fn)(void*) noexcept nogil,
-                       void* arg, int fault) noexcept nogil
-
-
-# The arguments of one gather_mapped call, for dl_bus_guarded's callback.
-cdef struct _MappedGather:
-    const char* data
-    int64_t n
-    Py_ssize_t row_bytes
-    const int64_t* indices
-    Py_ssize_t count
-    char* out_x
-    Py_ssize_t x_bytes
-    char* out_y
-    Py_ssize_t y_bytes
-    Py_ssize_t* bad
-
-
-cdef int _call_gather_mapped(void* arg) noexcept nogil:
-    cdef _MappedGather* a = <_MappedGather*>arg
-    return gather_mapped(a.data, a.n, a.row_bytes, a.indices, a.count,
-                         a.out_x, a.x_bytes, a.out_y, a.y_bytes, a.bad)
-
-# Rows prefetched ahead of the copy in gather_mapped: enough to cover DRAM
-# latency (~100 ns) with ~10-40 ns of copying per row; measured on
-# benchmarks/bench_ndf.py (3.11): 8 rows ahead 12.2 us a batch of 256, none
-# 14.0 us; 4 and 16 were no better than 8.
-cdef enum:
-    PREFETCH_ROWS = 8
-    # Bounce buffer for runs of consecutive rows with labels (bytes): one
-    # read per run of up to this size, then x and y are split by memcpy.
-    BOUNCE_BYTES = 1 << 16
-    # Largest single run read by one preadv when there are no labels (bytes).
-    MAX_RUN_BYTES = 1 << 30
-
 ADVICE = ("normal", "random", "sequential")
 cdef int[3] _MADVICE = [MADV_NORMAL, MADV_RANDOM, MADV_SEQUENTIAL]
 cdef int[3] _FADVICE = [POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL]
 
-
-cdef Py_ssize_t first_bad_index(
-    const int64_t* indices, Py_ssize_t count, int64_t n
-) noexcept nogil:
-    cdef Py_ssize_t k
-    for k in range(count):
-        # One unsigned compare catches negatives and indices >= n.
-        if <unsigned long long>indices[k] >= <unsigned long long>n:
-            return k
-    return -1
-
-
-cdef inline Py_ssize_t _run_at(
-    const int64_t* indices, Py_ssize_t k, Py_ssize_t count,
-    int64_t first, int64_t n, Py_ssize_t max_run,
-) noexcept nogil:
-    """Length of the run first, first + 1, ... at position k, all rows < n.
-
-    Each index is loaded once and only the locally computed row numbers are
-    used afterwards, so a caller mutating `indices` concurrently can make
-    the result wrong but never make a read leave the file.
-    """
-    cdef Py_ssize_t run = 1
-    while (k + run < count and run < max_run and first + run < n
-           and indices[k + run] == first + run):
-        run += 1
-    return run
-
-
-cdef int gather_mapped(
-    const char* data, int64_t n, Py_ssize_t row_bytes,
-    const int64_t* indices, Py_ssize_t count,
-    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
-    Py_ssize_t* bad,
-) noexcept nogil:
-    cdef Py_ssize_t k = 0, run
-    cdef int64_t row, ahead
-    cdef const char* src
-    while k < count:
-        row = indices[k]
-        if <unsigned long long>row >= <unsigned long long>n:
-            bad[0] = k
-            return GATHER_BAD_INDEX
-        if y_bytes == 0:
-            # Output rows are contiguous, file rows too: one copy per run.
-            run = _run_at(indices, k, count, row, n, count)
-            memcpy(out_x + k * x_bytes, data + row * row_bytes, run * x_bytes)
-            k += run
-            continue
-        if k + PREFETCH_ROWS < count:
-            ahead = indices[k + PREFETCH_ROWS]
-            if <unsigned long long>ahead < <unsigned long long>n:
-                src = data + ahead * row_bytes
-                DL_PREFETCH(src)
-                DL_PREFETCH(src + row_bytes - 1)
-        src = data + row * row_bytes
-        memcpy(out_x + k * x_bytes, src, x_bytes)
-        memcpy(out_y + k * y_bytes, src + x_bytes, y_bytes)
-        k += 1
-    return 0
-
-
-cdef int _preadv_full(int fd, iovec* iov, int niov, int64_t offset) noexcept nogil:
-    """preadv until every iovec is filled: 0, -errno or GATHER_EOF."""
-    cdef ssize_t got
-    while niov > 0:
-        got = preadv(fd, iov, niov, offset)
-        if got < 0:
-            if errno == EINTR:
-                continue
-            return -errno
-        if got == 0:
-            return GATHER_EOF
-        offset += got
-        while niov > 0 and <size_t>got >= iov[0].iov_len:
-            got -= iov[0].iov_len
-            iov += 1
-            niov -= 1
-        if niov > 0 and got > 0:
-            iov[0].iov_base = <char*>iov[0].iov_base + got
-            iov[0].iov_len -= got
-    return 0
-
-
-cdef int _read_split(
-    int fd, int64_t offset, Py_ssize_t rows, Py_ssize_t row_bytes, char* bounce,
-    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
-) noexcept nogil:
-    """Read `rows` consecutive rows into `bounce` with one pread, then split."""
-    cdef iovec iov
-    cdef Py_ssize_t j
-    cdef int status
-    iov.iov_base = bounce
-    iov.iov_len = rows * row_bytes
-    status = _preadv_full(fd, &iov, 1, offset)
-    if status != 0:
-        return status
-    for j in range(rows):
-        memcpy(out_x + j * x_bytes, bounce + j * row_bytes, x_bytes)
-        memcpy(out_y + j * y_bytes, bounce + j * row_bytes + x_bytes, y_bytes)
-    return 0
-
-
-cdef int gather_pread(
-    int fd, int64_t data_offset, int64_t n, Py_ssize_t row_bytes,
-    const int64_t* indices, Py_ssize_t count,
-    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
-    Py_ssize_t* bad,
-) noexcept nogil:
-    cdef iovec iov[2]
-    cdef Py_ssize_t k = 0, run, max_run
-    cdef int64_t row
-    cdef int status
-    cdef char* bounce = NULL
-    if y_bytes == 0:
-        max_run = MAX_RUN_BYTES // x_bytes if x_bytes < MAX_RUN_BYTES else 1
-    else:
-        max_run = BOUNCE_BYTES // row_bytes
-    while k < count:
-        row = indices[k]
-        if <unsigned long long>row >= <unsigned long long>n:
-            free(bounce)
-            bad[0] = k
-            return GATHER_BAD_INDEX
-        run = _run_at(indices, k, count, row, n, max_run) if max_run > 1 else 1
-        if y_bytes == 0:
-            # x rows are contiguous in the file and in out_x: read in place.
-            iov[0].iov_base = out_x + k * x_bytes
-            iov[0].iov_len = run * x_bytes
-            status = _preadv_full(fd, iov, 1, data_offset + row * row_bytes)
-        elif run == 1:
-            # One row: scatter x and y with one preadv, no extra copy.
-            iov[0].iov_base = out_x + k * x_bytes
-            iov[0].iov_len = x_bytes
-            iov[1].iov_base = out_y + k * y_bytes
-            iov[1].iov_len = y_bytes
-            status = _preadv_full(fd, iov, 2, data_offset + row * row_bytes)
-        else:
-            # A run: one contiguous read into a bounce buffer, then split.
-            # Sequential batches of 256 x 33 float64, 3.11: 15-17 us a batch
-            # (numpy.memmap 14-17 us); a preadv with 2 iovecs a row: 25-32 us.
-            if bounce == NULL:
-                bounce = <char*>malloc(BOUNCE_BYTES)
-                if bounce == NULL:
-                    return -ENOMEM
-            status = _read_split(fd, data_offset + row * row_bytes, run, row_bytes, bounce,
-                                 out_x + k * x_bytes, x_bytes, out_y + k * y_bytes, y_bytes)
-        if status != 0:
-            free(bounce)
-            return status
-        k += run
-    free(bounce)
-    return 0
 
 
 cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_t cols) except -1:
@@ -436,7 +120,7 @@ cdef class Reader:
             self.base = <char*>mapped
             self.mapped = True
             madvise(mapped, self.map_bytes, _MADVICE[advice])  # advice only
-            code = dl_bus_install()
+            code = install_bus_guard()
             if code != 0:
                 raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}", name)
         else:
@@ -537,7 +221,6 @@ cdef class Reader:
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
-        cdef _MappedGather call
         cdef Py_ssize_t bad = -1
         cdef int status = 0
         self._enter()
@@ -548,18 +231,9 @@ cdef class Reader:
             if bad >= 0:
                 status = GATHER_BAD_INDEX
             elif self.base != NULL:
-                call.data = self.base + self.data_offset
-                call.n = self.n
-                call.row_bytes = self.row_bytes
-                call.indices = idx
-                call.count = count
-                call.out_x = px
-                call.x_bytes = self.x_bytes
-                call.out_y = py
-                call.y_bytes = self.y_bytes
-                call.bad = &bad
-                status = dl_bus_guarded(self.base, self.base + self.map_bytes,
-                                        _call_gather_mapped, &call, GATHER_FAULT)
+                status = gather_mapped_guarded(
+                    self.base, self.map_bytes, self.base + self.data_offset, self.n,
+                    self.row_bytes, idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
             else:
                 status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
