@@ -107,6 +107,7 @@ def test_an_integer_is_a_position_even_when_a_column_has_that_name(tmp_path, cap
         ("a,b,c\n1,2,3\n", ["--drop-columns", "a", "b", "c"], "at least one feature column"),
         ("a,b,c\n1,2,3\n", ["--columns", "a", "a"], "column 'a' is given twice"),
         ("a,b,c\n1,2,3\n", ["--drop-columns", "7"], "column 7 is out of range for 3 columns"),
+        ("a,7,c\n1,2,3\n", ["--label-columns", "7"], "out of range for 3 columns (write name:7"),
         ("a,b\n1,2\n", ["--skip-rows", "5"], "has only 2 lines; --skip-rows 5 skips them all"),
         ("a,b\n1,2\n", ["--skip-rows", "-1"], "--skip-rows must be >= 0"),
         ("\n\n", ["--skip-rows", "1"], "is empty after --skip-rows 1"),

@@ -101,7 +101,14 @@ def resolve_columns(
         else:
             assert position is not None
             if not -ncols <= position < ncols:
-                raise CliError(f"{path}: {what} {position} is out of range for {ncols} columns")
+                hint = (
+                    f" (write {NAME_PREFIX}{tok} for the column named {tok!r})"
+                    if header is not None and tok in header
+                    else ""
+                )
+                raise CliError(
+                    f"{path}: {what} {position} is out of range for {ncols} columns{hint}"
+                )
             j = position % ncols
             if notes is not None and header is not None and tok in header:
                 if header.index(tok) != j:
