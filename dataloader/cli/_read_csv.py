@@ -165,9 +165,9 @@ def open_csv(
         raise
     used = sorted(features + labels)
     usecols = None if len(used) == ncols else used
-    where = {j: i for i, j in enumerate(used)}
-    block_features = [where[j] for j in features]
-    block_labels = [where[j] for j in labels]
+    block_pos = {j: i for i, j in enumerate(used)}
+    block_features = [block_pos[j] for j in features]
+    block_labels = [block_pos[j] for j in labels]
     size = os.fstat(raw.fileno()).st_size
     pending = [] if header else [first]
     dialect = _Dialect(path, delimiter, names, usecols)

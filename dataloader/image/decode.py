@@ -92,7 +92,7 @@ class Decode(Transform):
             where = f" {os.fspath(value)!r}"
         elif isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
             source = io.BytesIO(value.data if isinstance(value, np.ndarray) else value)
-            where = _current_item(memoryview(value).nbytes)
+            where = _current_item(source.getbuffer().nbytes)
         else:
             raise TypeError(f"Decode expects bytes or a path, got {type(value).__name__}")
         try:
