@@ -8,32 +8,14 @@
 from libc.stdint cimport int64_t
 
 
-# Statuses besides 0 (success) and -errno (a failed read).
-cdef enum:
-    GATHER_EOF = 1          # the file ended before a requested row
-    GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
+# Statuses (GATHER_EOF, GATHER_BAD_INDEX), first_bad_index and the in-memory
+# kernel used for mapped files (gather_rows) live in _rows.pxd.
 
-
-# Position of the first index outside [0, n), or -1 when all are in range.
-cdef Py_ssize_t first_bad_index(
-    const int64_t* indices, Py_ssize_t count, int64_t n
-) noexcept nogil
-
-# Copy rows `indices` of a mapped row table (`data` = row 0, n rows) into
-# `out_x` (count * x_bytes) and `out_y` (count * y_bytes).  Runs of
-# consecutive indices are copied with one memcpy when y_bytes == 0.
-# Returns 0 or GATHER_BAD_INDEX (position in *bad; rows before it copied).
-cdef int gather_mapped(
-    const char* data, int64_t n, Py_ssize_t row_bytes,
-    const int64_t* indices, Py_ssize_t count,
-    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
-    Py_ssize_t* bad,
-) noexcept nogil
-
-# Same with preadv(2) on `fd` (row 0 at byte `data_offset`); one system
-# call per run of consecutive indices, scattering x and y straight into the
-# outputs.  Returns 0, -errno, GATHER_EOF (the file was truncated while
-# open) or GATHER_BAD_INDEX.
+# Copy rows `indices` of the file on `fd` (row 0 at byte `data_offset`, n rows
+# of row_bytes) into `out_x` / `out_y` as _rows.gather_rows does, with
+# preadv(2): one system call per run of consecutive indices, scattering x and
+# y straight into the outputs.  Returns 0, -errno, GATHER_EOF (the file was
+# truncated while open) or GATHER_BAD_INDEX.
 cdef int gather_pread(
     int fd, int64_t data_offset, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,

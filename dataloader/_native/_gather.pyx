@@ -5,7 +5,8 @@ Two ways to reach the rows, chosen per `Reader`:
 
 * ``mmap``: the file is mapped read-only once; a gather is one ``memcpy``
   per row (per run of consecutive rows when there are no labels) from the
-  mapping, with software prefetch a few rows ahead.  No system call per
+  mapping, with software prefetch a few rows ahead (``_rows.gather_rows``,
+  the kernel ``ArrayDataset`` gathers NumPy arrays with).  No system call per
   row, so a page-cached file is gathered at memory speed.  Mapped pages
   count in the process's resident set (they are page cache, reclaimable by
   the kernel).  A file truncated by someone else while mapped makes the
@@ -39,26 +40,15 @@ from posix.mman cimport (
 from posix.uio cimport iovec, preadv
 from posix.unistd cimport close
 
+from dataloader._native._rows cimport (
+    GATHER_BAD_INDEX, GATHER_EOF, first_bad_index, gather_rows, run_at,
+)
+
 import os
 
 cnp.import_array()
 
-cdef extern from *:
-    """
-    #if defined(__GNUC__) || defined(__clang__)
-    #define DL_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 0)
-    #else
-    #define DL_PREFETCH(p) ((void)(p))
-    #endif
-    """
-    void DL_PREFETCH(const void* p) noexcept nogil
-
-# Rows prefetched ahead of the copy in gather_mapped: enough to cover DRAM
-# latency (~100 ns) with ~10-40 ns of copying per row; measured on
-# benchmarks/bench_ndf.py (3.11): 8 rows ahead 12.2 us a batch of 256, none
-# 14.0 us; 4 and 16 were no better than 8.
 cdef enum:
-    PREFETCH_ROWS = 8
     # Bounce buffer for runs of consecutive rows with labels (bytes): one
     # read per run of up to this size, then x and y are split by memcpy.
     BOUNCE_BYTES = 1 << 16
@@ -68,67 +58,6 @@ cdef enum:
 ADVICE = ("normal", "random", "sequential")
 cdef int[3] _MADVICE = [MADV_NORMAL, MADV_RANDOM, MADV_SEQUENTIAL]
 cdef int[3] _FADVICE = [POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL]
-
-
-cdef Py_ssize_t first_bad_index(
-    const int64_t* indices, Py_ssize_t count, int64_t n
-) noexcept nogil:
-    cdef Py_ssize_t k
-    for k in range(count):
-        # One unsigned compare catches negatives and indices >= n.
-        if <unsigned long long>indices[k] >= <unsigned long long>n:
-            return k
-    return -1
-
-
-cdef inline Py_ssize_t _run_at(
-    const int64_t* indices, Py_ssize_t k, Py_ssize_t count,
-    int64_t first, int64_t n, Py_ssize_t max_run,
-) noexcept nogil:
-    """Length of the run first, first + 1, ... at position k, all rows < n.
-
-    Each index is loaded once and only the locally computed row numbers are
-    used afterwards, so a caller mutating `indices` concurrently can make
-    the result wrong but never make a read leave the file.
-    """
-    cdef Py_ssize_t run = 1
-    while (k + run < count and run < max_run and first + run < n
-           and indices[k + run] == first + run):
-        run += 1
-    return run
-
-
-cdef int gather_mapped(
-    const char* data, int64_t n, Py_ssize_t row_bytes,
-    const int64_t* indices, Py_ssize_t count,
-    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
-    Py_ssize_t* bad,
-) noexcept nogil:
-    cdef Py_ssize_t k = 0, run
-    cdef int64_t row, ahead
-    cdef const char* src
-    while k < count:
-        row = indices[k]
-        if <unsigned long long>row >= <unsigned long long>n:
-            bad[0] = k
-            return GATHER_BAD_INDEX
-        if y_bytes == 0:
-            # Output rows are contiguous, file rows too: one copy per run.
-            run = _run_at(indices, k, count, row, n, count)
-            memcpy(out_x + k * x_bytes, data + row * row_bytes, run * x_bytes)
-            k += run
-            continue
-        if k + PREFETCH_ROWS < count:
-            ahead = indices[k + PREFETCH_ROWS]
-            if <unsigned long long>ahead < <unsigned long long>n:
-                src = data + ahead * row_bytes
-                DL_PREFETCH(src)
-                DL_PREFETCH(src + row_bytes - 1)
-        src = data + row * row_bytes
-        memcpy(out_x + k * x_bytes, src, x_bytes)
-        memcpy(out_y + k * y_bytes, src + x_bytes, y_bytes)
-        k += 1
-    return 0
 
 
 cdef int _preadv_full(int fd, iovec* iov, int niov, int64_t offset) noexcept nogil:
@@ -193,7 +122,7 @@ cdef int gather_pread(
             free(bounce)
             bad[0] = k
             return GATHER_BAD_INDEX
-        run = _run_at(indices, k, count, row, n, max_run) if max_run > 1 else 1
+        run = run_at(indices, k, count, row, n, max_run) if max_run > 1 else 1
         if y_bytes == 0:
             # x rows are contiguous in the file and in out_x: read in place.
             iov[0].iov_base = out_x + k * x_bytes
@@ -397,8 +326,8 @@ cdef class Reader:
             if bad >= 0:
                 status = GATHER_BAD_INDEX
             elif self.base != NULL:
-                status = gather_mapped(self.base + self.data_offset, self.n, self.row_bytes,
-                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
+                status = gather_rows(self.base + self.data_offset, self.n, self.row_bytes,
+                                     idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
             else:
                 status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
                                       idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
