@@ -17,6 +17,8 @@ NumPy scalars               array of their dtype, shape ``(B,)``
 ``tuple``                   ``list`` of collated fields (PyTorch's backwards-compatibility rule)
 other ``Sequence``          same type where it can be rebuilt (else ``list``), fields collated
 :class:`BatchedItems`       ``list(columns)``, with no per-row work (fast path; equal result)
+``torch.Tensor``            ``torch.stack``: a ``torch.Tensor`` of shape ``(B, ...)``, dtype kept
+                            (torch is never imported here: a tensor means torch already is)
 ==========================  ==================================================================
 
 Errors follow PyTorch's types and say where they happened (``field sample[1]['x']``):
