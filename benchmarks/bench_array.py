@@ -13,7 +13,7 @@ repeats ``rounds`` times (median), so that load from other processes hits all al
 
 * ``numpy``: the plain loop ``x[perm[i:i + 256]]`` (issue 12's baseline, compare.py's);
 * ``getitems``: ``ArrayDataset(x).__getitems__(perm[i:i + 256])`` (the native row
-  gather of ``_native/_rows.pyx`` plus ``BatchedItems``);
+  gather of ``_native/_rowcopy.pyx`` plus ``BatchedItems``);
 * ``getitems_out``: the same into one reused ``out=`` buffer (no allocation);
 * ``loader_0w``: ``DataLoader(ArrayDataset(x), batch_size=256, shuffle=True)``, 0 workers.
 

@@ -1,4 +1,4 @@
-"""ArrayDataset's batched fetch: the native row gather (``_native/_rows``) and ``out=``.
+"""ArrayDataset's batched fetch: the native row gather (``_native/_rowcopy``) and ``out=``.
 
 A C-contiguous column without Python objects is gathered natively, any other through NumPy;
 both must give exactly ``column[indices]`` (negative indices from the end, ``IndexError`` naming
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataloader import ArrayDataset
-from dataloader._native._rows import can_take
+from dataloader._native._rowcopy import can_take
 
 N = 50
 
