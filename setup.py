@@ -21,6 +21,7 @@ NATIVE = {
     "_gather": ("c", []),
     "_imgcopy": ("c", []),
     "_resize": ("c", []),
+    "_permute": ("c", []),
 }
 
 extensions = [

@@ -10,10 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dataloader._native._permute import ROUNDS, Permutation
 from dataloader.distributed import DistributedSampler
 from dataloader.sampler import BatchSampler
 
 FAST = settings(max_examples=80, deadline=None)
+
+
+def documented_order(n, seed, epoch):
+    """The documented shuffle: a Permutation keyed by SeedSequence([seed, epoch])'s draws."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
+    keys = rng.integers(0, 2**64, size=ROUNDS, dtype=np.uint64).tolist()
+    return Permutation(n, keys).fill(0, np.empty(n, dtype=np.int64))
 
 
 def torch_layout(n, replicas, rank, drop_last, order=None):
@@ -80,8 +88,7 @@ def test_lengths_and_layout_match_torch_formulas(n, replicas, drop_last):
     epoch=st.integers(0, 50),
 )
 def test_shuffled_layout_is_torchs_over_our_permutation(n, replicas, drop_last, seed, epoch):
-    perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
-    order = perm.permutation(n).tolist()
+    order = documented_order(n, seed, epoch).tolist()
     shares = []
     for rank in range(replicas):
         s = DistributedSampler(range(n), replicas, rank, seed=seed, drop_last=drop_last)

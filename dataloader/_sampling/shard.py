@@ -10,11 +10,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ShardSampler"]
+from dataloader._sampling.base import flatten_chunks
+from dataloader._sampling.permute import permutation_chunks, seeded_permutation
 
-# Indices are materialised as Python ints this many at a time, so iterating
-# a huge shard never holds a list of all its indices (only the int64 array).
-_YIELD_BLOCK = 65536
+__all__ = ["ShardSampler"]
 
 
 class ShardSampler:
@@ -27,10 +26,15 @@ class ShardSampler:
         shard_id: this shard s, 0 <= s < N.  None: the ``RANK`` environment
             variable, or 0 when unset.
         shuffle: False yields the shard's range in order.
-        seed: int >= 0.  Epoch e's order is the permutation drawn by
-            ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``, so
-            every rank using the same seed agrees, and the same (seed, epoch)
-            always gives the same order regardless of history.
+        seed: int >= 0.  Epoch e's order is the shard's range permuted by
+            the keyed Feistel permutation whose round keys are drawn from
+            ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``
+            (``dataloader._sampling.permute``), so every rank using the same
+            seed agrees, and the same (seed, epoch) always gives the same order
+            regardless of history.
+
+    Memory is constant in the shard's length: indices are computed one chunk
+    of ``INDEX_CHUNK_ROWS`` at a time as the iterator advances.
 
     Epochs follow RandomSampler: each ``__iter__`` uses the current epoch
     (0 at first, or the value given to ``set_epoch``) and then advances it by
@@ -104,13 +108,20 @@ class ShardSampler:
         return self.stop - self.start
 
     def indices(self, epoch: int) -> np.ndarray:
-        """This shard's indices for ``epoch`` as an int64 array (pure function)."""
+        """This shard's indices for ``epoch`` as one int64 array (pure function; 8 bytes a row).
+
+        Iterating the sampler yields the same indices without building this array.
+        """
         if not self.shuffle:
             return np.arange(self.start, self.stop, dtype=np.int64)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-        perm = rng.permutation(self.stop - self.start)
-        perm += self.start
-        return perm
+        chunks = list(self._chunks(epoch))
+        return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+
+    def _chunks(self, epoch: int) -> Iterator[np.ndarray]:
+        n = self.stop - self.start
+        if n == 0:
+            return iter(())
+        return permutation_chunks(seeded_permutation(n, self.seed, epoch), offset=self.start)
 
     def __iter__(self) -> Iterator[int]:
         with self._lock:
@@ -118,18 +129,13 @@ class ShardSampler:
             self._epoch += 1
         if not self.shuffle:
             return iter(range(self.start, self.stop))
-        return _yield_ints(self.indices(epoch))
+        return flatten_chunks(self._chunks(epoch))
 
     def __repr__(self) -> str:
         return (
             f"ShardSampler(n={self.n}, num_shards={self.num_shards}, shard_id={self.shard_id}, "
             f"range=[{self.start}, {self.stop}), shuffle={self.shuffle}, seed={self.seed})"
         )
-
-
-def _yield_ints(indices: np.ndarray) -> Iterator[int]:
-    for start in range(0, indices.shape[0], _YIELD_BLOCK):
-        yield from indices[start:start + _YIELD_BLOCK].tolist()
 
 
 def _int_arg(value: Any, name: str) -> int:
