@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._native._permute import ROUNDS, Permutation
+from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader.distributed import DistributedSampler
 from dataloader.sampler import BatchSampler
 
@@ -20,7 +20,7 @@ FAST = settings(max_examples=80, deadline=None)
 def documented_order(n, seed, epoch):
     """The documented shuffle: a Permutation keyed by SeedSequence([seed, epoch])'s draws."""
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
-    keys = rng.integers(0, 2**64, size=ROUNDS, dtype=np.uint64).tolist()
+    keys = rng.integers(0, 2**64, size=KEY_WORDS, dtype=np.uint64).tolist()
     return Permutation(n, keys).fill(0, np.empty(n, dtype=np.int64))
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._native._permute import ROUNDS, Permutation
+from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader._sampling.batch import iter_index_arrays
 from dataloader.sampler import (
     BatchSampler,
@@ -145,7 +145,7 @@ def test_seed_equals_seedsequence_of_seed_and_epoch():
     s = RandomSampler(range(20), generator=5)
     s.set_epoch(4)
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([5, 4])))
-    keys = rng.integers(0, 2**64, size=ROUNDS, dtype=np.uint64).tolist()
+    keys = rng.integers(0, 2**64, size=KEY_WORDS, dtype=np.uint64).tolist()
     assert list(s) == [Permutation(20, keys).index_at(p) for p in range(20)]
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._native._permute import ROUNDS, Permutation
+from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader.shard import ShardSampler
 
 
@@ -66,7 +66,7 @@ def test_permutation_matches_the_documented_generator():
     # Re-pinned for the Feistel shuffle: the shard's range permuted by the Permutation keyed
     # by the first ROUNDS draws of Generator(PCG64(SeedSequence([seed, epoch]))).
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([11, 3])))
-    keys = rng.integers(0, 2**64, size=ROUNDS, dtype=np.uint64).tolist()
+    keys = rng.integers(0, 2**64, size=KEY_WORDS, dtype=np.uint64).tolist()
     expected = [Permutation(25, keys).index_at(p) + 50 for p in range(25)]
     assert list(s) == expected
     assert s.indices(3).tolist() == expected

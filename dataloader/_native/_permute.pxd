@@ -15,6 +15,7 @@ cdef struct feistel_t:
     int lo_bits             # width of the low part in round 0 (b // 2)
     int hi_bits             # width of the high part in round 0 (b - b // 2)
     uint64_t keys[_ROUNDS]  # round keys
+    uint64_t odd            # 1: swap 0 and 1 before the rounds (odd permutations too), else 0
 
 
 # The cipher on [0, 2**(lo_bits + hi_bits)) and its inverse.

@@ -6,6 +6,8 @@ import numpy as np
 import numpy.typing as npt
 
 ROUNDS: int
+KEY_WORDS: int
+MIN_DOMAIN_BITS: int
 MAX_N: int
 
 class Permutation:

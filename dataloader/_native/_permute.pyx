@@ -3,22 +3,32 @@
 
 Construction (what ``Permutation`` computes):
 
-* Domain: ``[0, 2**b)`` with ``b = max(2, bit_length(n - 1))``, the smallest power of two
-  ``>= n`` (at least 4).  ``2**b < 2n``, so cycle-walking (below) takes fewer than 2 steps on
-  average (``2**b / n``) and at most ``2**b - n`` steps.
+* Domain: ``[0, 2**b)`` with ``b = max(MIN_DOMAIN_BITS, bit_length(n - 1))``: the smallest
+  power of two ``>= n``, but at least 2**8.  For ``n > 128``, ``2**b < 2n``, so cycle-walking
+  (below) takes fewer than 2 cipher steps per index on average (``2**b / n``) and at most
+  ``2**b - n``; below that the walks are longer (up to 256 / n on average) over tiny ranges.
+  Why the floor of 8 bits: Feistel halves of 1-2 bits make round functions with 2-4 possible
+  inputs, and chi-square shows biased positions (up to 20x the expected statistic at
+  ``n = 5``, domain 8); from halves of 3 bits on it is at noise level, 4 keep a margin.
 * Cipher on the domain: an alternating (nearly balanced) Feistel network of ``ROUNDS`` = 8
   rounds.  A ``b``-bit value is split into a low part of ``w_lo`` bits and a high part of
   ``w_hi = b - w_lo`` bits; one round maps ``(hi, lo)`` to ``(lo, hi ^ F_i(lo))``, i.e.
   ``x -> (lo << w_hi) | (hi ^ F_i(lo))``, then the two widths swap.  Round 0 uses
   ``w_lo = b // 2``; for even ``b`` this is the classic balanced Feistel network, for odd ``b``
-  the halves differ by one bit (the "smallest even-bit domain" would be up to 2x larger and
-  double the cycle-walking work; an unbalanced-by-one Feistel keeps the same structure).
-  Each round is a bijection whatever ``F_i`` is, so the network is one too, and it is
-  inverted by running the rounds backwards.
+  the halves differ by one bit.  (The brief's "smallest even-bit domain" would be up to 2x
+  larger, doubling the cycle-walking work; an unbalanced-by-one Feistel network has the same
+  structure and the same proofs up to one bit.)  Each round is a bijection whatever ``F_i``
+  is, so the network is one too, inverted by running the rounds backwards.
+* Parity flip: every Feistel round is an even permutation of the domain, so a Feistel
+  network alone only reaches even permutations, and cycle-walking turns that into a visible
+  bias on small ranges (exhaustively, over all even permutations of 8 elements, n = 5 gets
+  orders with 0.64x / 1.36x their fair probability).  A key bit decides whether the
+  transposition (0 1) is applied before the rounds, so both parities are equally likely.
 * Round function: ``F_i(lo) = top w_hi bits of mix(lo ^ key_i)`` where ``mix`` is the
   SplitMix64 finaliser (multiply, xor-shift, multiply): every output bit depends on every
   input bit (full avalanche), and its top bits are the best mixed.  ``key_i`` are ``ROUNDS``
-  independent 64-bit words (drawn by the caller from the seeded NumPy generator).
+  independent 64-bit words (drawn by the caller from the seeded NumPy generator), plus one
+  word for the parity flip: ``KEY_WORDS`` = 9.
 * Cycle-walking: ``index_at(p)`` applies the cipher to ``p`` and again to its output until
   the value is ``< n``; the result restricted to ``[0, n)`` is a bijection (Black & Rogaway,
   2002).  ``position_of`` walks the inverse cipher the same way.
@@ -26,11 +36,17 @@ Construction (what ``Permutation`` computes):
 Why 8 rounds: Luby-Rackoff shows 4 rounds of independent random functions give a strong
 pseudorandom permutation; Patarin's bounds improve with more rounds, and our round
 functions are keyed hash mixes rather than random functions, so we double that margin.
-The uniformity of positions is tested with chi-square over many seeds (tests/test_permute.py).
-This is a statistical shuffle for training, not cryptography: the key is 512 bits but the
-round function is not a cryptographic PRF.
+Positions and pairs of consecutive indices are uniform by chi-square over many seeds
+(tests/test_permute.py).  This is a statistical shuffle for training, not cryptography:
+the round function is not a cryptographic PRF.  As with ``numpy``'s ``permutation`` (a
+128-bit state), only a tiny subset of the ``n!`` orders is reachable for large ``n``; what
+training needs is that no low-order statistic (where an index lands, which indices share a
+batch) is biased.
 
-Memory: the struct below (80 bytes) whatever ``n``.  Thread-safety: immutable after
+Speed: ``fill``/``take`` cycle-walk ``BLOCK`` values together and run the rounds on ``LANES``
+independent values in lockstep (each value's rounds are a dependency chain of multiplies).
+
+Memory: the struct below (88 bytes) whatever ``n``.  Thread-safety: immutable after
 construction; every method may be called from any number of threads at once.
 """
 
@@ -40,11 +56,13 @@ from libc.stdint cimport int64_t, uint64_t
 import numpy as np
 
 ROUNDS = _ROUNDS
+KEY_WORDS = _ROUNDS + 1  # round keys, then the word whose low bit is the parity flip
 
 cdef enum:
     LANES = 8    # values encrypted in lockstep (independent multiply chains in flight)
     BLOCK = 256  # values cycle-walked together by fill / take (2 KiB on the stack)
 MAX_N = (1 << 63) - 1
+MIN_DOMAIN_BITS = 8
 
 
 cdef inline uint64_t round_fn(uint64_t x, uint64_t key) noexcept nogil:
@@ -60,6 +78,7 @@ cdef uint64_t encrypt(const feistel_t* f, uint64_t x) noexcept nogil:
     cdef int wh = f.hi_bits
     cdef int t, i
     cdef uint64_t lo, hi
+    x ^= f.odd & <uint64_t>(x < 2)  # the transposition (0 1) when the parity flip is on
     for i in range(_ROUNDS):
         lo = x & ((<uint64_t>1 << wl) - 1)
         hi = x >> wl
@@ -84,6 +103,7 @@ cdef uint64_t decrypt(const feistel_t* f, uint64_t x) noexcept nogil:
         lo = x >> wh
         hi = (x & ((<uint64_t>1 << wh) - 1)) ^ (round_fn(lo, f.keys[i]) >> (64 - wh))
         x = (hi << wl) | lo
+    x ^= f.odd & <uint64_t>(x < 2)
     return x
 
 
@@ -109,6 +129,8 @@ cdef inline void encrypt_lanes(const feistel_t* f, uint64_t* v) noexcept nogil:
     cdef int wh = f.hi_bits
     cdef int t, i, j
     cdef uint64_t lo, key, lo_mask
+    for j in range(LANES):
+        v[j] ^= f.odd & <uint64_t>(v[j] < 2)
     for i in range(_ROUNDS):
         key = f.keys[i]
         lo_mask = (<uint64_t>1 << wl) - 1
@@ -216,13 +238,14 @@ cdef class Permutation:
 
     Args:
         n: size of the permuted range, an int in ``[1, 2**63 - 1]`` (rows).
-        keys: ``ROUNDS`` ints in ``[0, 2**64)``, the round keys (draw them from a seeded
+        keys: ``KEY_WORDS`` (9) ints in ``[0, 2**64)``: the ``ROUNDS`` round keys, then a
+            word whose low bit turns the parity flip on (draw them all from a seeded
             generator: see ``dataloader._sampling.permute``).
 
     Raises:
         TypeError: ``n`` or a key is not an int, or ``keys`` is not a sequence.
         ValueError: ``n`` outside ``[1, 2**63 - 1]``, a key outside ``[0, 2**64)`` or not
-            exactly ``ROUNDS`` keys.
+            not exactly ``KEY_WORDS`` keys.
 
     Thread-safety: immutable; all methods may run concurrently (``fill``/``take`` release
     the GIL while they compute).
@@ -235,18 +258,23 @@ cdef class Permutation:
         try:
             keys = list(keys)
         except TypeError:
-            raise TypeError(f"keys must be a sequence of {_ROUNDS} ints, got {keys!r}") from None
-        if len(keys) != _ROUNDS:
-            raise ValueError(f"keys must hold {_ROUNDS} ints, got {len(keys)}")
-        for i in range(_ROUNDS):
+            raise TypeError(
+                f"keys must be a sequence of {KEY_WORDS} ints, got {keys!r}"
+            ) from None
+        if len(keys) != KEY_WORDS:
+            raise ValueError(f"keys must hold {KEY_WORDS} ints, got {len(keys)}")
+        for i in range(KEY_WORDS):
             k = keys[i]
             if isinstance(k, bool) or not hasattr(k, "__index__"):
                 raise TypeError(f"keys[{i}] must be an int, got {type(k).__name__} {k!r}")
             k = k.__index__()
             if not 0 <= k < (1 << 64):
                 raise ValueError(f"keys[{i}]={k} must be in [0, 2**64)")
-            self._f.keys[i] = <uint64_t>k
-        b = max(2, (n - 1).bit_length())
+            if i < _ROUNDS:
+                self._f.keys[i] = <uint64_t>k
+            else:
+                self._f.odd = <uint64_t>k & 1
+        b = max(MIN_DOMAIN_BITS, (n - 1).bit_length())
         self._f.n = <uint64_t>n
         self._f.lo_bits = b // 2
         self._f.hi_bits = b - b // 2
@@ -336,7 +364,8 @@ cdef class Permutation:
         return out
 
     def __reduce__(self):
-        return (Permutation, (self.n, [int(self._f.keys[i]) for i in range(_ROUNDS)]))
+        keys = [int(self._f.keys[i]) for i in range(_ROUNDS)] + [int(self._f.odd)]
+        return (Permutation, (self.n, keys))
 
     def __repr__(self):
         return f"Permutation(n={self.n}, domain_bits={self.domain_bits}, rounds={_ROUNDS})"

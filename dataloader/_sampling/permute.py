@@ -2,7 +2,7 @@
 
 Every shuffling sampler draws its epoch order from :class:`dataloader._native._permute.
 Permutation` (a keyed Feistel network with cycle-walking; the construction and why it is
-statistically good enough is in ``_permute.pyx``'s docstring).  The ``ROUNDS`` round keys are
+statistically good enough is in ``_permute.pyx``'s docstring).  The ``KEY_WORDS`` round keys are
 the first draws of the epoch's generator (:func:`dataloader._rng.rng_for`), so with an int
 seed epoch ``e``'s order is a pure function of ``(seed, e)``: the keys come from
 ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``.
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from dataloader._constants import INDEX_CHUNK_ROWS
-from dataloader._native._permute import ROUNDS, Permutation
+from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader._rng import check_seed, rng_for
 from dataloader._sampling.base import readonly
 
@@ -26,13 +26,13 @@ __all__ = ["Permutation", "permutation_chunks", "permutation_from", "seeded_perm
 
 
 def permutation_from(n: int, rng: np.random.Generator) -> Permutation:
-    """A permutation of ``[0, n)`` keyed by ``ROUNDS`` 64-bit draws from ``rng``.
+    """A permutation of ``[0, n)`` keyed by ``KEY_WORDS`` 64-bit draws from ``rng``.
 
     Raises:
         TypeError: ``n`` is not an int.
         ValueError: ``n`` outside ``[1, 2**63 - 1]``.
     """
-    keys = rng.integers(0, 1 << 64, size=ROUNDS, dtype=np.uint64, endpoint=False)
+    keys = rng.integers(0, 1 << 64, size=KEY_WORDS, dtype=np.uint64, endpoint=False)
     return Permutation(n, keys.tolist())
 
 
