@@ -142,8 +142,8 @@ cdef inline void encrypt_lanes(const feistel_t* f, uint64_t* v) noexcept nogil:
         wh = t
 
 
-cdef void walk_block(const feistel_t* f, uint64_t* v, int m) noexcept nogil:
-    # v[0:m] (positions < n, m <= BLOCK) -> the indices at them.  Every value is encrypted
+cdef void walk_block(const feistel_t* f, uint64_t* v, int m, int64_t* out) noexcept nogil:
+    # v[0:m] (positions < n, m <= BLOCK) -> the indices at them, written to out[0:m].  Every value is encrypted
     # once in lockstep groups; those that land outside [0, n) are gathered and encrypted
     # again, group by group, until none is left (cycle-walking, batched).
     cdef int pend[BLOCK]
@@ -174,6 +174,8 @@ cdef void walk_block(const feistel_t* f, uint64_t* v, int m) noexcept nogil:
                 npend += 1
         if npend == 0:
             break
+    for j in range(m):
+        out[j] = <int64_t>v[j]
 
 
 cdef void feistel_fill(
@@ -186,9 +188,7 @@ cdef void feistel_fill(
         m = <int>min(<Py_ssize_t>BLOCK, count - k)
         for j in range(m):
             v[j] = start + <uint64_t>(k + j)
-        walk_block(f, v, m)
-        for j in range(m):
-            out[k + j] = <int64_t>v[j]
+        walk_block(f, v, m, out + k)
         k += m
 
 
@@ -207,9 +207,7 @@ cdef Py_ssize_t feistel_take(
         m = <int>min(<Py_ssize_t>BLOCK, count - k)
         for j in range(m):
             v[j] = <uint64_t>positions[k + j]
-        walk_block(f, v, m)
-        for j in range(m):
-            out[k + j] = <int64_t>v[j]
+        walk_block(f, v, m, out + k)
         k += m
     return -1
 
