@@ -21,7 +21,8 @@ NATIVE = {
     "_gather": ("c", []),
     "_imgcopy": ("c", []),
     "_resize": ("c", []),
-    "_permute": ("c", []),
+    # Unrolling the 8 Feistel rounds x 8 lanes: ~15% faster fill (benchmarks/bench_permute.py).
+    "_permute": ("c", ["-funroll-loops"]),
 }
 
 extensions = [
