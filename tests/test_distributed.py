@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -183,3 +184,19 @@ def test_dataset_size_change_is_value_error():
     data.pop()
     with pytest.raises(ValueError, match="changed from 10 to 9"):
         iter(s)
+
+
+def test_shuffle_of_a_huge_dataset_starts_at_once_with_disjoint_ranks():
+    n, replicas = 10**12, 4
+    firsts = []
+    for rank in range(replicas):
+        s = DistributedSampler(range(n), replicas, rank, seed=3)
+        s.set_epoch(2)
+        firsts.append(list(itertools.islice(iter(s), 2000)))
+    ids = [i for first in firsts for i in first]
+    assert len(set(ids)) == len(ids) == 2000 * replicas
+    assert all(0 <= i < n for i in ids)
+    order = DistributedSampler(range(n), 1, 0, seed=3)
+    order.set_epoch(2)
+    head = list(itertools.islice(iter(order), 8))
+    assert [firsts[p % replicas][p // replicas] for p in range(8)] == head

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -129,3 +130,11 @@ def test_bad_lengths_and_epochs():
         ShardSampler(5).set_epoch(-1)
     with pytest.raises(TypeError, match="epoch"):
         ShardSampler(5).set_epoch(1.5)
+
+
+def test_shuffle_of_a_huge_shard_starts_at_once_within_its_range():
+    s = ShardSampler(10**12, 4, 1, seed=2)
+    first = list(itertools.islice(iter(s), 5000))
+    assert len(set(first)) == 5000
+    assert all(s.start <= i < s.stop for i in first)
+    assert first != sorted(first)
