@@ -21,6 +21,7 @@ from dataloader.dataset import (
     ConcatDataset,
     Dataset,
     IterableDataset,
+    StackDataset,
     Subset,
     random_split,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "ShardSampler",
+    "StackDataset",
     "Subset",
     "SubsetRandomSampler",
     "ToCHW",

@@ -17,9 +17,9 @@ Every dataset in this module is read-only after construction.
 from __future__ import annotations
 
 from dataloader._datasets.array import ArrayDataset
-from dataloader._datasets.base import ChainDataset, Dataset, IterableDataset
+from dataloader._datasets.base import ChainDataset, ConcatDataset, Dataset, IterableDataset
 from dataloader._datasets.batched import BatchedItems
-from dataloader._datasets.concat import ConcatDataset
+from dataloader._datasets.stack import StackDataset
 from dataloader._datasets.subset import Subset, random_split
 
 __all__ = [
@@ -29,12 +29,13 @@ __all__ = [
     "ConcatDataset",
     "Dataset",
     "IterableDataset",
+    "StackDataset",
     "Subset",
     "random_split",
 ]
 
 # Defined in private modules; shown (and pickled) under their public home.
 for _obj in (ArrayDataset, BatchedItems, ChainDataset, ConcatDataset, Dataset, IterableDataset,
-             Subset, random_split):
+             StackDataset, Subset, random_split):
     _obj.__module__ = __name__
 del _obj

@@ -133,3 +133,21 @@ def test_resize_bad_input():
         Resize(0)
     with pytest.raises(ValueError, match="shape"):
         Resize(8)(np.zeros((2, 2, 2, 2), np.uint8))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (5, 0, 3), (0, 0)])
+def test_resize_shorter_side_of_empty_image(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="empty|0"):
+        Resize(4)(np.zeros(shape, np.uint8))
+
+
+@pytest.mark.parametrize("size", [(2.5, 3.7), ("3", "2"), (True, 2), 2.0])
+def test_resize_sizes_must_be_ints_not_truncated(size):
+    with pytest.raises(TypeError, match="size="):
+        Resize(size)
+
+
+def test_undecodable_bytes_error_gives_the_size_not_a_file_object():
+    with pytest.raises(ValueError, match="cannot decode image of 12 bytes") as info:
+        Decode()(b"not an image")
+    assert "BytesIO" not in str(info.value)

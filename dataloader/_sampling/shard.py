@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import operator
-import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from dataloader._sampling.base import flatten_chunks
+from dataloader._rng import EpochRng
+from dataloader._sampling.base import ChunkedSampler, arange_chunks
 from dataloader._sampling.permute import permutation_chunks, seeded_permutation
+from dataloader._validate import check_int, env_int
 
 __all__ = ["ShardSampler"]
 
 
-class ShardSampler:
+class ShardSampler(ChunkedSampler, native=True):
     """Yield this rank's share of ``range(n)``, shuffled per epoch.
 
     Args:
@@ -41,7 +40,8 @@ class ShardSampler:
     one.  Call ``set_epoch(e)`` before each epoch for torch-style control.
 
     Thread-safety: the epoch counter is guarded by a lock; iterators are
-    independent.
+    independent.  The loader slices its index chunks into batches without
+    per-index Python work (like RandomSampler's).
 
     Raises:
         TypeError: non-integer arguments, or len_or_dataset without a length.
@@ -61,48 +61,34 @@ class ShardSampler:
             )
         if n < 0:
             raise ValueError(f"dataset length {n=} must be >= 0")
+        # Names in messages: the argument, or the environment variable it came from.
+        name = "WORLD_SIZE" if num_shards is None else "num_shards"
         if num_shards is None:
-            num_shards = _env_int("WORLD_SIZE", 1)
-            if num_shards < 1:
-                raise ValueError(f"WORLD_SIZE={num_shards} must be >= 1")
-        else:
-            num_shards = _int_arg(num_shards, "num_shards")
-            if num_shards < 1:
-                raise ValueError(f"{num_shards=} must be >= 1")
+            num_shards = env_int(name, 1)
+        num_shards = check_int(num_shards, name, minimum=1)
+        name = "RANK" if shard_id is None else "shard_id"
         if shard_id is None:
-            shard_id = _env_int("RANK", 0)
-            if not 0 <= shard_id < num_shards:
-                raise ValueError(f"RANK={shard_id} must be in [0, {num_shards}) ({num_shards=})")
-        else:
-            shard_id = _int_arg(shard_id, "shard_id")
-            if not 0 <= shard_id < num_shards:
-                raise ValueError(f"{shard_id=} must be in [0, {num_shards}) ({num_shards=})")
-        seed = _int_arg(seed, "seed")
-        if seed < 0:
-            raise ValueError(f"{seed=} must be >= 0")
+            shard_id = env_int(name, 0)
+        shard_id = check_int(shard_id, name)
+        if not 0 <= shard_id < num_shards:
+            raise ValueError(f"{name}={shard_id} must be in [0, {num_shards}) ({num_shards=})")
         self.n = n
         self.num_shards = num_shards
         self.shard_id = shard_id
         self.shuffle = bool(shuffle)
-        self.seed = seed
+        self.seed = check_int(seed, "seed", minimum=0)
         self.start = shard_id * n // num_shards
         self.stop = (shard_id + 1) * n // num_shards
-        self._epoch = 0
-        self._lock = threading.Lock()
+        self._rng = EpochRng(self.seed)
 
     @property
     def epoch(self) -> int:
         """The epoch the next ``__iter__`` will use."""
-        with self._lock:
-            return self._epoch
+        return self._rng.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` (int >= 0) for the next ``__iter__``."""
-        epoch = _int_arg(epoch, "epoch")
-        if epoch < 0:
-            raise ValueError(f"{epoch=} must be >= 0")
-        with self._lock:
-            self._epoch = epoch
+        self._rng.set_epoch(epoch)
 
     def __len__(self) -> int:
         return self.stop - self.start
@@ -123,35 +109,14 @@ class ShardSampler:
             return iter(())
         return permutation_chunks(seeded_permutation(n, self.seed, epoch), offset=self.start)
 
-    def __iter__(self) -> Iterator[int]:
-        with self._lock:
-            epoch = self._epoch
-            self._epoch += 1
+    def _index_chunks(self) -> Iterator[np.ndarray]:
+        epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
         if not self.shuffle:
-            return iter(range(self.start, self.stop))
-        return flatten_chunks(self._chunks(epoch))
+            return arange_chunks(self.stop, self.start)
+        return self._chunks(epoch)
 
     def __repr__(self) -> str:
         return (
             f"ShardSampler(n={self.n}, num_shards={self.num_shards}, shard_id={self.shard_id}, "
             f"range=[{self.start}, {self.stop}), shuffle={self.shuffle}, seed={self.seed})"
         )
-
-
-def _int_arg(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-
-
-def _env_int(var: str, default: int) -> int:
-    raw = os.environ.get(var)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise ValueError(f"environment variable {var}={raw!r} is not an integer") from None
