@@ -28,7 +28,7 @@ if SANITIZE:
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_gather": ("c", []),
-    "_collate": ("c", []),
+    "_imgcopy": ("c", []),
     "_resize": ("c", []),
 }
 

@@ -12,20 +12,21 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
-from ._context import WorkerInfo, get_worker_info, item_rng
-from .collate import default_collate, default_convert
-from .dataset import (
+from dataloader._context import WorkerInfo, get_worker_info, item_rng
+from dataloader.collate import default_collate, default_convert
+from dataloader.dataset import (
     ArrayDataset,
     BatchedItems,
     ChainDataset,
     ConcatDataset,
     Dataset,
     IterableDataset,
+    StackDataset,
     Subset,
     random_split,
 )
-from .distributed import DistributedSampler
-from .image import (
+from dataloader.distributed import DistributedSampler
+from dataloader.image import (
     CenterCrop,
     Decode,
     ImageBatch,
@@ -41,9 +42,9 @@ from .image import (
     ToCHW,
     ToFloat,
 )
-from .loader import DataLoader
-from .ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
-from .sampler import (
+from dataloader.loader import DataLoader
+from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
+from dataloader.sampler import (
     BatchSampler,
     RandomSampler,
     Sampler,
@@ -51,8 +52,8 @@ from .sampler import (
     SubsetRandomSampler,
     WeightedRandomSampler,
 )
-from .shard import ShardSampler
-from .transforms import Compose, Transform
+from dataloader.shard import ShardSampler
+from dataloader.transforms import Compose, Transform
 
 try:
     __version__ = version("dataloader")
@@ -89,6 +90,7 @@ __all__ = [
     "Sampler",
     "SequentialSampler",
     "ShardSampler",
+    "StackDataset",
     "Subset",
     "SubsetRandomSampler",
     "ToCHW",

@@ -18,8 +18,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success, 2 for bad input (a one-line message on stderr, no
     traceback; argparse's usage errors too), 130 on Ctrl-C.
     """
-    from . import __version__
-    from .cli import CliError, build_parser
+    # lazy: `import dataloader.__main__` (the console script's entry) defines main() only
+    from dataloader import __version__
+    from dataloader.cli import CliError, build_parser
 
     parser = build_parser(__version__)
     try:

@@ -10,7 +10,6 @@ item, nor on ``num_workers`` or ``item_concurrency``.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ __all__ = ["WorkerInfo", "current_item_index", "epoch_seed", "get_worker_info", 
 _local = threading.local()
 
 
-@dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """What a worker thread knows about itself (PyTorch's ``WorkerInfo``).
 
@@ -31,12 +29,45 @@ class WorkerInfo:
             (as in PyTorch); a non-negative int below ``2**63``.
         dataset: the dataset the loader reads (shared by every worker thread, not a
             copy: mutating it is visible to all workers).
+
+    Read-only, as in PyTorch.  Thread-safety: immutable, so safe to share.
+
+    Raises:
+        RuntimeError: on assigning or deleting an attribute ("Cannot assign
+            attributes to WorkerInfo objects", PyTorch's type and message).
     """
 
+    __slots__ = ("id", "num_workers", "seed", "dataset")
     id: int
     num_workers: int
     seed: int
     dataset: Any
+
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any) -> None:  # noqa: A002
+        for name, value in (("id", id), ("num_workers", num_workers), ("seed", seed), ("dataset", dataset)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise RuntimeError(f"Cannot assign attributes to {type(self).__name__} objects")
+
+    def __delattr__(self, name: str) -> None:
+        raise RuntimeError(f"Cannot assign attributes to {type(self).__name__} objects")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.id, self.num_workers, self.seed, self.dataset) == (
+            other.id, other.num_workers, other.seed, other.dataset  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.num_workers, self.seed))
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
+            f"dataset={self.dataset!r})"
+        )
 
 
 def get_worker_info() -> WorkerInfo | None:

@@ -17,6 +17,8 @@ NumPy scalars               array of their dtype, shape ``(B,)``
 ``tuple``                   ``list`` of collated fields (PyTorch's backwards-compatibility rule)
 other ``Sequence``          same type where it can be rebuilt (else ``list``), fields collated
 :class:`BatchedItems`       ``list(columns)``, with no per-row work (fast path; equal result)
+``torch.Tensor``            ``torch.stack``: a ``torch.Tensor`` of shape ``(B, ...)``, dtype kept
+                            (torch is never imported here: a tensor means torch already is)
 ==========================  ==================================================================
 
 Errors follow PyTorch's types and say where they happened (``field sample[1]['x']``):
@@ -33,15 +35,18 @@ Thread-safety: pure functions of their input; safe on any thread.
 
 from __future__ import annotations
 
-import collections.abc
-import copy
-from collections.abc import Callable
-from typing import Any
-
-import numpy as np
-
-from dataloader._batched import BatchedItems
-from dataloader._collate_errors import ERR_FORMAT, describe, mark, push_field
+from dataloader._collation.default import (
+    collate,
+    collate_float_fn,
+    collate_int_fn,
+    collate_numpy_array_fn,
+    collate_numpy_scalar_fn,
+    collate_str_fn,
+    default_collate,
+    default_collate_err_msg_format,
+    default_collate_fn_map,
+    default_convert,
+)
 
 __all__ = [
     "collate",
@@ -51,277 +56,8 @@ __all__ = [
     "default_convert",
 ]
 
-default_collate_err_msg_format = ERR_FORMAT
-_REFUSED_KINDS = "OSU"  # object, bytes, str: PyTorch's [SaUO] dtype pattern
-_FAST_KINDS = "biufc"  # 1-D columns of these yield NumPy scalars that collate to the same dtype
-_NP_SCALARS = (np.bool_, np.number, np.object_)
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-CollateFnMap = dict[type | tuple[type, ...], Callable[..., Any]]
-
-
-def _field(batch, fmap: CollateFnMap | None, key: str):
-    try:
-        return _collate(batch, fmap)
-    except Exception as e:
-        push_field(e, key)
-        raise
-
-
-def _collate(batch, fmap: CollateFnMap | None):
-    elem = batch[0]
-    elem_type = type(elem)
-    if fmap is not None:
-        fn = fmap.get(elem_type)
-        if fn is not None:
-            return fn(batch, collate_fn_map=fmap)
-        for key, fn in fmap.items():
-            if isinstance(elem, key):
-                return fn(batch, collate_fn_map=fmap)
-    if isinstance(elem, collections.abc.Mapping):
-        return _collate_mapping(batch, fmap)
-    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        transposed = zip(*batch, strict=False)  # PyTorch does not check namedtuple lengths
-        fields = [
-            _field(s, fmap, f".{name}") for name, s in zip(elem._fields, transposed, strict=False)
-        ]
-        return elem_type(*fields)
-    if isinstance(elem, collections.abc.Sequence):
-        return _collate_sequence(batch, fmap)
-    raise mark(TypeError(ERR_FORMAT.format(elem_type)))
-
-
-def _collate_mapping(batch, fmap: CollateFnMap | None):
-    elem = batch[0]
-    values = {}
-    for key in elem:
-        try:
-            samples = [d[key] for d in batch]
-        except KeyError:
-            j = next(j for j, d in enumerate(batch) if key not in d)
-            raise mark(
-                KeyError(f"default_collate: key {key!r} is missing from element {j} of the batch")
-            ) from None
-        values[key] = _field(samples, fmap, f"[{key!r}]")
-    try:
-        if isinstance(elem, collections.abc.MutableMapping):
-            clone = copy.copy(elem)  # keeps extra state, e.g. a defaultdict's factory
-            clone.update(values)
-            return clone
-        return type(elem)(values)
-    except TypeError:  # not copyable / not constructible from a dict
-        return values
-
-
-def _collate_sequence(batch, fmap: CollateFnMap | None):
-    elem = batch[0]
-    size = len(elem)
-    for j, other in enumerate(batch):
-        if len(other) != size:
-            raise mark(
-                RuntimeError(
-                    "each element in list of batch should be of equal size "
-                    f"(element 0 has length {size}, element {j} has length {len(other)})"
-                )
-            )
-    fields = [_field(s, fmap, f"[{i}]") for i, s in enumerate(zip(*batch, strict=False))]
-    if isinstance(elem, (tuple, BatchedItems)):
-        return fields  # Backwards compatibility (PyTorch): tuples collate into lists.
-    try:
-        if isinstance(elem, collections.abc.MutableSequence):
-            clone = copy.copy(elem)
-            for i, f in enumerate(fields):
-                clone[i] = f
-            return clone
-        return type(elem)(fields)
-    except TypeError:  # e.g. range
-        return fields
-
-
-def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
-    """Stack arrays of equal shape into ``(B, ...)``; object / string dtypes -> TypeError."""
-    elem = batch[0]
-    if elem.dtype.kind in _REFUSED_KINDS:
-        raise mark(TypeError(ERR_FORMAT.format(elem.dtype)))
-    try:
-        out = np.stack(batch)
-    except ValueError:
-        first = np.shape(elem)
-        for j, b in enumerate(batch):
-            if np.shape(b) != first:
-                raise mark(
-                    RuntimeError(
-                        "stack expects each array to be equal size, but got "
-                        f"{first} at entry 0 and {np.shape(b)} at entry {j}"
-                    )
-                ) from None
-        raise
-    if out.dtype.kind in _REFUSED_KINDS:
-        raise mark(TypeError(ERR_FORMAT.format(out.dtype)))
-    return out
-
-
-def collate_numpy_scalar_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
-    """NumPy scalars -> array of their (promoted) dtype, shape ``(B,)``."""
-    out = np.array(batch)
-    if out.dtype.kind in _REFUSED_KINDS:
-        raise mark(TypeError(ERR_FORMAT.format(out.dtype)))
-    return out
-
-
-def _numbers(batch) -> np.ndarray:
-    """``np.array(batch)`` of numbers; an object array only when some int is beyond 64 bits."""
-    out = np.array(batch)
-    if out.dtype.kind in "biufc":
-        return out
-    numeric = (int, float, complex, np.number, np.bool_)
-    bad = next((x for x in batch if not isinstance(x, numeric)), None)
-    if bad is not None or out.dtype.kind != "O":
-        raise mark(TypeError(ERR_FORMAT.format(type(bad))))
-    return out
-
-
-def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
-    """Python floats -> float64 array (``torch.tensor(batch, dtype=torch.float64)``)."""
-    out = _numbers(batch)
-    if out.dtype.kind == "c" or (out.dtype.kind == "O" and any(type(x) is complex for x in batch)):
-        raise mark(TypeError(ERR_FORMAT.format(complex)))
-    try:
-        return out.astype(np.float64, copy=False)
-    except OverflowError:
-        raise mark(
-            ValueError(f"default_collate: a number overflows float64 in {batch!r:.200}")
-        ) from None
-
-
-def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
-    """Python ints -> int64 array; all bools -> bool; mixed with floats -> float32 (torch)."""
-    if all(isinstance(x, int) for x in batch):
-        if all(isinstance(x, bool) for x in batch):
-            return np.array(batch, dtype=np.bool_)
-        try:
-            return np.array(batch, dtype=np.int64)
-        except OverflowError:
-            bad = next(x for x in batch if not _INT64_MIN <= x <= _INT64_MAX)
-            raise mark(
-                ValueError(f"default_collate: integer {bad} does not fit in int64")
-            ) from None
-    out = _numbers(batch)
-    kind = out.dtype.kind
-    if kind == "O":
-        big = [x for x in batch if isinstance(x, int) and not _INT64_MIN <= x <= _INT64_MAX]
-        raise mark(ValueError(f"default_collate: integer {big[:1]} does not fit in int64"))
-    if kind == "f":
-        return out.astype(np.float32)  # torch.tensor infers its default dtype, float32
-    if kind == "c":
-        return out.astype(np.complex64)
-    if kind == "u" and out.size and out.max() > _INT64_MAX:
-        raise mark(ValueError(f"default_collate: integer {out.max()} does not fit in int64"))
-    return out if kind == "b" else out.astype(np.int64, copy=False)
-
-
-def collate_str_fn(batch, *, collate_fn_map: CollateFnMap | None = None):
-    """Strings and bytes are left as they are: the batch itself is returned."""
-    return batch
-
-
-default_collate_fn_map: CollateFnMap = {
-    np.ndarray: collate_numpy_array_fn,
-    _NP_SCALARS: collate_numpy_scalar_fn,
-    float: collate_float_fn,
-    int: collate_int_fn,
-    str: collate_str_fn,
-    bytes: collate_str_fn,
-}
-_PRISTINE_MAP = dict(default_collate_fn_map)
-
-
-def collate(batch, *, collate_fn_map: CollateFnMap | None = None):
-    """Collate ``batch`` (a non-empty sequence of samples) with PyTorch's generic algorithm.
-
-    Args:
-        batch: the samples of one batch.
-        collate_fn_map: ``{type or tuple of types: fn(batch, *, collate_fn_map)}``; an exact
-            type match wins, else the first ``isinstance`` match in insertion order; then
-            mappings, namedtuples and sequences are recursed into.
-
-    Raises:
-        TypeError / RuntimeError / KeyError / ValueError: see the module docstring; the message
-            (or, for errors raised by your own functions, a note) names the field.
-        IndexError: ``batch`` is empty.
-    """
-    try:
-        return _collate(batch, collate_fn_map)
-    except Exception as e:
-        describe(e)
-        raise
-
-
-def _columns_fast(batch: BatchedItems) -> list[np.ndarray] | None:
-    if not len(batch) or default_collate_fn_map != _PRISTINE_MAP:
-        return None
-    cols = batch.columns
-    for c in cols:
-        if not isinstance(c, np.ndarray) or c.ndim < 1 or c.dtype.kind not in _FAST_KINDS:
-            return None
-    return [np.ascontiguousarray(c) for c in cols]
-
-
-def default_collate(batch):
-    """Collate a batch (a sequence of samples) into NumPy arrays, by PyTorch's rules.
-
-    Args:
-        batch: non-empty sequence of samples (arrays, numbers, strings, mappings, namedtuples,
-            sequences, nested), or a :class:`BatchedItems`.
-
-    Returns:
-        The samples with an outer batch dimension added; see the module docstring's table.
-        For a ``BatchedItems`` of numeric columns: ``list(columns)`` (C-contiguous; they may
-        share memory with the columns).
-
-    Raises:
-        TypeError, RuntimeError, KeyError, ValueError, IndexError: see :func:`collate`.
-    """
-    if type(batch) is BatchedItems:
-        cols = _columns_fast(batch)
-        if cols is not None:
-            return cols
-    return collate(batch, collate_fn_map=default_collate_fn_map)
-
-
-def default_convert(data):
-    """Convert one sample (``batch_size=None``): NumPy scalars -> 0-d arrays, containers recursed.
-
-    Arrays and Python numbers / strings pass through unchanged; mappings keep their type (else
-    ``dict``), namedtuples their type, tuples become lists and other sequences keep their type
-    where they can be rebuilt (else ``list``), as in PyTorch's ``default_convert``.
-    """
-    if isinstance(data, (np.ndarray, BatchedItems)):
-        return data
-    if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
-        return np.asarray(data)
-    if isinstance(data, collections.abc.Mapping):
-        values = {key: default_convert(data[key]) for key in data}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(values)
-                return clone
-            return type(data)(values)
-        except TypeError:
-            return values
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, tuple):
-        return [default_convert(d) for d in data]
-    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        items = [default_convert(d) for d in data]
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, d in enumerate(items):
-                    clone[i] = d
-                return clone
-            return type(data)(items)
-        except TypeError:
-            return items
-    return data
+# Defined in a private module; shown (and pickled) under their public home.
+for _fn in (collate, collate_float_fn, collate_int_fn, collate_numpy_array_fn,
+            collate_numpy_scalar_fn, collate_str_fn, default_collate, default_convert):
+    _fn.__module__ = __name__
+del _fn

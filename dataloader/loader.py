@@ -9,26 +9,28 @@ for how an epoch runs, and ``docs/design.md``).
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ._context import epoch_seed
+from dataloader._context import epoch_seed
 from dataloader._engine.fetch import Fetcher
-from ._generator import check_seed
+from dataloader._rng import check_seed
 from dataloader._engine.iterable_epoch import IterableBatcher, IterableSequentialIterator, IterableWorkerIterator
 from dataloader._engine.map_epoch import EpochIterator, SequentialIterator, WindowedIterator
 from dataloader._engine.options import LoaderOptions
 from dataloader._engine.pool import WorkerPool
-from .collate import default_collate, default_convert
-from .dataset import IterableDataset
-from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from dataloader.collate import default_collate, default_convert
+from dataloader.dataset import IterableDataset
+from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
 
 T_co = TypeVar("T_co", covariant=True)
+_FIXED_AFTER_INIT = frozenset({"batch_size", "batch_sampler", "sampler", "drop_last", "dataset", "persistent_workers"})
 
 
 class DataLoader(Generic[T_co]):
@@ -70,8 +72,10 @@ class DataLoader(Generic[T_co]):
             ``IterableDataset`` each worker thread iterates its own shallow copy
             (``copy.copy``), which ``worker_init_fn`` may configure through
             ``get_worker_info().dataset``.
-        generator: a ``numpy.random.Generator``; the loader draws its base seed from
-            it once, at construction (mutually exclusive with ``seed``).
+        generator: a ``numpy.random.Generator`` or a ``torch.Generator``; the loader
+            draws its base seed from it once, at construction (from a
+            ``torch.Generator`` as torch draws its base seed: one int64 ``random_``),
+            mutually exclusive with ``seed``.
         prefetch_factor: PyTorch's batches in flight per worker: sets the window to
             ``num_workers * prefetch_factor`` batches; needs ``num_workers > 0``.
         persistent_workers: run ``worker_init_fn`` once per thread for the loader's
@@ -98,6 +102,13 @@ class DataLoader(Generic[T_co]):
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
+            Assigning ``batch_size``, ``sampler``, ``batch_sampler``, ``drop_last``,
+            ``dataset`` or ``persistent_workers`` after construction raises
+            ``ValueError``, as in PyTorch.
+
+    Warns:
+        UserWarning: ``num_workers`` exceeds the CPUs this process may use (PyTorch's
+            warning; threads beyond the CPU count help only I/O-bound items).
     """
 
     def __init__(
@@ -113,7 +124,7 @@ class DataLoader(Generic[T_co]):
         drop_last: bool = False,
         timeout: float = 0,
         worker_init_fn: Callable[[int], None] | None = None,
-        generator: np.random.Generator | None = None,
+        generator: Any = None,
         *,
         prefetch_factor: int | None = None,
         persistent_workers: bool = False,
@@ -133,7 +144,7 @@ class DataLoader(Generic[T_co]):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
         self.dataset = dataset
-        self._iterable = isinstance(dataset, IterableDataset)
+        self._iterable = _is_iterable_dataset(dataset)
         if not self._iterable and not hasattr(dataset, "__getitem__"):
             raise TypeError(
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
@@ -209,6 +220,13 @@ class DataLoader(Generic[T_co]):
         self._pool: WorkerPool | None = None
         self._pool_finalizer: weakref.finalize | None = None
         self._current: weakref.ref[EpochIterator] | None = None
+        self._initialized = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # PyTorch's rule: what fixed the batches cannot change after construction.
+        if name in _FIXED_AFTER_INIT and self.__dict__.get("_initialized", False):
+            raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
+        super().__setattr__(name, value)
 
     # -- length --------------------------------------------------------------------
 
@@ -349,12 +367,27 @@ class DataLoader(Generic[T_co]):
         )
 
 
-def _base_seed(seed: int | None, generator: np.random.Generator | None) -> int:
+def _is_iterable_dataset(dataset: Any) -> bool:
+    """Ours or torch's ``IterableDataset`` (torch's only if torch is imported already)."""
+    if isinstance(dataset, IterableDataset):
+        return True
+    tud = sys.modules.get("torch.utils.data")
+    return tud is not None and isinstance(dataset, tud.IterableDataset)
+
+
+def _base_seed(seed: int | None, generator: Any) -> int:
     if seed is not None and generator is not None:
         raise ValueError("pass either seed or generator, not both")
     if generator is not None:
+        torch = sys.modules.get("torch")  # a torch.Generator exists only if torch is imported
+        if torch is not None and isinstance(generator, torch.Generator):
+            # torch's own draw of a loader's base seed: one int64 in [0, 2**63).
+            return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
         if not isinstance(generator, np.random.Generator):
-            raise TypeError(f"generator must be a numpy.random.Generator or None, got {type(generator).__name__}")
+            raise TypeError(
+                "generator must be a numpy.random.Generator, a torch.Generator or None, "
+                f"got {type(generator).__name__}"
+            )
         return int(generator.integers(0, 2**63))
     if seed is not None:
         seed = check_seed(seed)

@@ -2,7 +2,7 @@
 
 A sampler yields dataset indices (``int``), a batch sampler yields lists of them.  Differences
 from PyTorch, all about randomness: ``generator`` is ``None``, an ``int`` seed or a
-``numpy.random.Generator`` instead of a ``torch.Generator`` (see :mod:`dataloader._generator`);
+``numpy.random.Generator`` instead of a ``torch.Generator`` (see :mod:`dataloader._rng`);
 seeded samplers count epochs themselves (``set_epoch``); exact random draws differ from torch's,
 their distributions do not.
 
@@ -14,7 +14,7 @@ Loader fast path (internal): :meth:`BatchSampler._index_arrays` yields the same 
 ``RandomSampler``, ``WeightedRandomSampler`` and ``DistributedSampler`` it slices the sampler's
 index chunks (``_index_chunks()``) directly, without per-index Python work; over anything else
 (or a subclass overriding ``__iter__``) it converts each list.  The arrays may be read-only
-views: do not modify them.  ``dataloader._batch_sampler.iter_index_arrays(batch_sampler)`` does
+views: do not modify them.  ``dataloader._sampling.batch.iter_index_arrays(batch_sampler)`` does
 the same for any batch sampler.
 
 Thread-safety: construct and iterate a sampler on one thread (the loader's consumer thread);
@@ -23,19 +23,13 @@ epoch claiming is locked, but an iterator must not be shared between threads.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence, Sized
-
-import numpy as np
-
-from dataloader._batch_sampler import BatchSampler
-from dataloader._constants import INDEX_CHUNK_ROWS
-from dataloader._generator import EpochRng
-from dataloader._sampler_base import (
-    ChunkedSampler,
-    Sampler,
-    SeededMixin,
-    arange_chunks,
-    readonly,
+from dataloader._sampling.base import Sampler
+from dataloader._sampling.batch import BatchSampler
+from dataloader._sampling.samplers import (
+    RandomSampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
 )
 
 __all__ = [
@@ -47,229 +41,8 @@ __all__ = [
     "WeightedRandomSampler",
 ]
 
-
 # Defined in private modules; shown (and pickled) under their public home.
-Sampler.__module__ = BatchSampler.__module__ = __name__
-
-
-class SequentialSampler(ChunkedSampler):
-    """Yields ``0, 1, ..., len(data_source) - 1`` in order.
-
-    Args:
-        data_source: anything with ``__len__``; its length is read at every ``__iter__``.
-
-    Memory is constant for any length (10**9 rows start instantly).
-    """
-
-    def __init__(self, data_source: Sized) -> None:
-        self.data_source = data_source
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self.data_source)))
-
-    def _index_chunks(self) -> Iterator[np.ndarray]:
-        return arange_chunks(len(self.data_source))
-
-    def __len__(self) -> int:
-        return len(self.data_source)
-
-    _native_iter = __iter__
-    _native_chunks = _index_chunks
-
-
-class RandomSampler(SeededMixin, ChunkedSampler):
-    """Yields indices in random order, without (default) or with replacement.
-
-    Without replacement each pass over ``len(data_source)`` rows is one permutation; when
-    ``num_samples > len(data_source)`` whole permutations follow each other, the last one cut
-    short (PyTorch's rule).  With replacement, ``num_samples`` independent uniform draws.
-
-    Args:
-        data_source: anything with ``__len__`` (read at every ``__iter__``).
-        replacement: draw with replacement.
-        num_samples: indices per epoch; ``None`` means ``len(data_source)``.
-        generator: ``None`` (fresh OS entropy each epoch), an int seed (epoch ``e`` draws from
-            ``SeedSequence([seed, e])``; ``e`` counts up per ``__iter__``, see ``set_epoch``), or
-            a ``numpy.random.Generator`` (drawn from; its state advances).
-
-    Raises:
-        TypeError: ``replacement`` is not a bool, or ``generator`` has a bad type.
-        ValueError: ``num_samples`` (or the dataset length when it is None) is not a positive
-            int; in particular an empty dataset, as in PyTorch.
-
-    Memory: one int64 permutation of ``len(data_source)`` (8 bytes a row) while iterating
-    without replacement; constant with replacement.
-    """
-
-    def __init__(
-        self,
-        data_source: Sized,
-        replacement: bool = False,
-        num_samples: int | None = None,
-        generator: None | int | np.random.Generator = None,
-    ) -> None:
-        self.data_source = data_source
-        self.replacement = replacement
-        self._num_samples = num_samples
-        self._rng = EpochRng(generator)
-        if not isinstance(replacement, bool):
-            raise TypeError(
-                f"replacement should be a boolean value, but got replacement={replacement}"
-            )
-        n = len(data_source) if num_samples is None else num_samples
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise ValueError(
-                f"num_samples should be a positive integer value, but got num_samples={n}"
-            )
-
-    @property
-    def num_samples(self) -> int:
-        """Indices per epoch: ``num_samples`` if given, else ``len(data_source)``."""
-        if self._num_samples is None:
-            return len(self.data_source)
-        return int(self._num_samples)
-
-    def _index_chunks(self) -> Iterator[np.ndarray]:
-        n = len(self.data_source)
-        if n <= 0:
-            raise ValueError(f"RandomSampler cannot sample from an empty data_source ({n=})")
-        return self._draws(self._rng.next_rng(), n, self.num_samples)
-
-    def _draws(self, rng: np.random.Generator, n: int, k: int) -> Iterator[np.ndarray]:
-        if self.replacement:
-            for start in range(0, k, INDEX_CHUNK_ROWS):
-                size = min(INDEX_CHUNK_ROWS, k - start)
-                yield rng.integers(0, n, size=size, dtype=np.int64)
-            return
-        passes, rest = divmod(k, n)
-        for _ in range(passes):
-            yield readonly(rng.permutation(n))
-        if rest:
-            yield readonly(rng.permutation(n)[:rest])
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    _native_iter = ChunkedSampler.__iter__
-    _native_chunks = _index_chunks
-
-
-class SubsetRandomSampler(SeededMixin, Sampler[int]):
-    """Yields the given ``indices`` in random order, without replacement.
-
-    Args:
-        indices: a sequence of indices; ``indices[i]`` is yielded as it is (any type).
-        generator: as for :class:`RandomSampler`.
-    """
-
-    def __init__(
-        self, indices: Sequence[int], generator: None | int | np.random.Generator = None
-    ) -> None:
-        self.indices = indices
-        self._rng = EpochRng(generator)
-
-    def __iter__(self) -> Iterator[int]:
-        perm = self._rng.next_rng().permutation(len(self.indices))
-        indices = self.indices
-        return (indices[i] for i in perm.tolist())
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-
-class WeightedRandomSampler(SeededMixin, ChunkedSampler):
-    """Yields ``num_samples`` indices in ``[0, len(weights))`` drawn with probability ~ weight.
-
-    Args:
-        weights: 1-D sequence of finite, non-negative floats, not all zero (need not sum to 1).
-            Copied at construction.
-        num_samples: indices per epoch, a positive int.
-        replacement: with replacement (default); without it, an index is drawn at most once
-            per epoch, in the order of sequential weighted draws (like ``torch.multinomial``).
-        generator: as for :class:`RandomSampler`.
-
-    Raises:
-        ValueError: bad ``num_samples``, non-bool ``replacement`` (ValueError, as in PyTorch),
-            weights not 1-D / not finite / negative / all zero, or ``replacement=False`` with
-            ``num_samples`` larger than the number of non-zero weights.
-        TypeError: bad ``generator`` type.
-    """
-
-    def __init__(
-        self,
-        weights: Sequence[float],
-        num_samples: int,
-        replacement: bool = True,
-        generator: None | int | np.random.Generator = None,
-    ) -> None:
-        if (
-            isinstance(num_samples, bool)
-            or not isinstance(num_samples, (int, np.integer))
-            or num_samples <= 0
-        ):
-            raise ValueError(
-                f"num_samples should be a positive integer value, but got num_samples={num_samples}"
-            )
-        if not isinstance(replacement, bool):
-            raise ValueError(
-                f"replacement should be a boolean value, but got replacement={replacement}"
-            )
-        self._rng = EpochRng(generator)
-        w = _check_weights(weights)
-        nonzero = int(np.count_nonzero(w))
-        if not replacement and num_samples > nonzero:
-            raise ValueError(
-                f"num_samples={num_samples} > {nonzero} non-zero weights: cannot draw that "
-                "many distinct indices with replacement=False"
-            )
-        self.weights = readonly(w)
-        self.num_samples = int(num_samples)
-        self.replacement = replacement
-        cdf = np.cumsum(w)
-        self._cdf = readonly(cdf / cdf[-1])
-
-    def _index_chunks(self) -> Iterator[np.ndarray]:
-        return self._draws(self._rng.next_rng())
-
-    def _draws(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
-        k = self.num_samples
-        if self.replacement:
-            for start in range(0, k, INDEX_CHUNK_ROWS):
-                u = rng.random(min(INDEX_CHUNK_ROWS, k - start))
-                yield np.searchsorted(self._cdf, u, side="right").astype(np.int64)
-            return
-        # Sequential draws without replacement == the k smallest of Exp(1) / w (Efraimidis &
-        # Spirakis); zero weights get key inf and are never among the k smallest.
-        with np.errstate(divide="ignore"):
-            keys = rng.exponential(size=len(self.weights)) / self.weights
-        if k < len(keys):
-            part = np.argpartition(keys, k - 1)[:k]
-            yield part[np.argsort(keys[part], kind="stable")].astype(np.int64)
-        else:
-            yield np.argsort(keys, kind="stable").astype(np.int64)
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    _native_iter = ChunkedSampler.__iter__
-    _native_chunks = _index_chunks
-
-
-def _check_weights(weights: object) -> np.ndarray:
-    try:
-        w = np.array(weights, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"weights must be a 1-D sequence of numbers: {e}") from None
-    if w.ndim != 1:
-        raise ValueError(
-            f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}"
-        )
-    if not np.isfinite(w).all():
-        bad = int(np.flatnonzero(~np.isfinite(w))[0])
-        raise ValueError(f"weights must be finite, got weights[{bad}]={w[bad]}")
-    if (w < 0).any():
-        bad = int(np.flatnonzero(w < 0)[0])
-        raise ValueError(f"weights must be non-negative, got weights[{bad}]={w[bad]}")
-    if not (w > 0).any():
-        raise ValueError(f"weights must not be all zero (got {len(w)} weights)")
-    return w
+for _cls in (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
+             WeightedRandomSampler):
+    _cls.__module__ = __name__
+del _cls

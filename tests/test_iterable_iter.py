@@ -4,7 +4,7 @@ Every worker thread runs its own ``iter(dataset)`` and batches its own items;
 ``get_worker_info()`` lets the dataset shard itself.  With ``in_order=True`` the
 batches come from the workers in turn (0, 1, ..., skipping workers that are
 done) — the order of torch's ``DataLoader``, which ``torch_order`` below models
-and ``test_torch_parity_loader.py`` checks against torch itself.
+and ``torch_compat/test_torch_parity_loader.py`` checks against torch itself.
 """
 
 from __future__ import annotations

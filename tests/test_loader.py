@@ -36,7 +36,7 @@ class Stream(IterableDataset):
         (dict(persistent_workers=True), ValueError, "persistent_workers"),
         (dict(prefetch_depth=-1), ValueError, "prefetch_depth=-1"),
         (dict(item_concurrency=0), ValueError, "item_concurrency=0"),
-        (dict(drop_last=1), TypeError, "drop_last"),
+        (dict(drop_last=1), ValueError, "drop_last should be a boolean value"),  # torch's BatchSampler
         (dict(in_order=None), TypeError, "in_order"),
         (dict(shuffle=True, sampler=SequentialSampler(DS)), ValueError, "mutually exclusive with shuffle"),
         (dict(batch_sampler=[[0, 1]], batch_size=2), ValueError, "batch_sampler option is mutually exclusive"),

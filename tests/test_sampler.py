@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataloader._batch_sampler import iter_index_arrays
+from dataloader._sampling.batch import iter_index_arrays
 from dataloader.sampler import (
     BatchSampler,
     RandomSampler,

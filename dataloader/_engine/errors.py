@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["LoaderTimeoutError"]
+import warnings
+from typing import Any
+
+__all__ = ["LoaderTimeoutError", "reported_length", "timeout_error", "warn_past_length"]
 
 
 class LoaderTimeoutError(TimeoutError, RuntimeError):
@@ -13,3 +16,47 @@ class LoaderTimeoutError(TimeoutError, RuntimeError):
     written for either keep working.  The iterator stays usable: the next
     ``next()`` waits for the same batch again.
     """
+
+
+def timeout_error(timeout_s: float, detail: str) -> LoaderTimeoutError:
+    """The error for a batch not ready within ``timeout_s`` seconds.
+
+    The message leads with PyTorch's wording (``DataLoader timed out after N
+    seconds``) so code and people matching torch's message keep working, then
+    says which batch (``detail``, e.g. ``"batch 3 was not ready"``) and the
+    option that set the limit.
+    """
+    return LoaderTimeoutError(
+        f"DataLoader timed out after {timeout_s} seconds: {detail} (timeout={timeout_s} s)"
+    )
+
+
+def reported_length(dataset: Any) -> int | None:
+    """``len(dataset)``, or None when it has no length (then nothing is checked)."""
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def warn_past_length(dataset: Any, length: int | None, yielded: int, num_workers: int) -> None:
+    """PyTorch's ``UserWarning`` when an epoch over an ``IterableDataset`` yields more
+    batches than ``len(dataset)`` (``length``) said it has items.
+
+    PyTorch's rule compares batches yielded with the dataset's length (items), so
+    a sharded dataset whose workers each cut a short last batch does not warn.
+    Call it with the count of batches yielded so far; it warns when the count first
+    passes ``length`` (once per epoch; never when ``length`` is None).
+    """
+    if length is None or yielded != length + 1:
+        return
+    msg = (
+        f"Length of IterableDataset {dataset} was reported to be {length} (len(dataset)), "
+        f"but {yielded} batches have been fetched. "
+    )
+    if num_workers > 0:
+        msg += (
+            "With worker threads, this could be caused by not sharding the IterableDataset "
+            "with get_worker_info() in each worker (each worker iterates the whole dataset)."
+        )
+    warnings.warn(msg, UserWarning, stacklevel=3)

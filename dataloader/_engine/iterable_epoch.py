@@ -30,7 +30,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
-from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.errors import reported_length, timeout_error, warn_past_length
 from dataloader._engine.fetch import Failure
 from dataloader._engine.map_epoch import EpochIterator
 from dataloader._engine.pool import WorkerPool, start_worker, worker_copy
@@ -123,6 +123,9 @@ class IterableSequentialIterator(EpochIterator):
 
     def __init__(self, dataset: Any, batcher: IterableBatcher, length: int | None) -> None:
         self._length = length
+        self._dataset = dataset
+        self._dataset_len = reported_length(dataset)
+        self._yielded = 0
         self._batcher: IterableBatcher | None = batcher
         self._it: _Stream | None = self._start(lambda: _Stream(iter(dataset)))
 
@@ -136,6 +139,8 @@ class IterableSequentialIterator(EpochIterator):
             raise StopIteration
         if isinstance(out, Failure):
             out.reraise()
+        self._yielded += 1
+        warn_past_length(self._dataset, self._dataset_len, self._yielded, 0)
         return out
 
     def close(self) -> None:
@@ -266,10 +271,13 @@ class IterableWorkerIterator(EpochIterator):
     ) -> None:
         self._closed = False
         self._length = length
+        self._dataset = dataset
+        self._dataset_len = reported_length(dataset)
         self._timeout_s = timeout_s
         self._in_order = in_order
         self._epoch = _IterableEpoch(pool, dataset, batcher, window, in_order, worker_setup)
         self._live = list(range(pool.num_workers))
+        self._num_workers = pool.num_workers
         self._turn = 0
         self._taken = 0  # batches (and errors) returned so far: the next one's number
         pool.run(self._epoch)
@@ -301,6 +309,7 @@ class IterableWorkerIterator(EpochIterator):
             self._taken += 1
             if isinstance(payload, Failure):
                 payload.reraise()
+            warn_past_length(self._dataset, self._dataset_len, self._taken, self._num_workers)
             return payload
 
     def _get(self, q: queue.SimpleQueue[Any], source: str) -> Any:
@@ -312,10 +321,7 @@ class IterableWorkerIterator(EpochIterator):
                 if self._closed or self._epoch.cancelled.is_set():
                     raise StopIteration from None
                 if self._timeout_s > 0 and time.monotonic() - start >= self._timeout_s:
-                    raise LoaderTimeoutError(
-                        f"batch {self._taken} ({source}) was not ready after "
-                        f"timeout={self._timeout_s} s"
-                    ) from None
+                    raise timeout_error(self._timeout_s, f"batch {self._taken} ({source}) was not ready") from None
 
     def close(self) -> None:
         """Stop the epoch (from any thread; a ``next()`` blocked elsewhere then ends)."""

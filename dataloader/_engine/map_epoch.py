@@ -28,7 +28,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.errors import LoaderTimeoutError
+from dataloader._engine.errors import timeout_error
 from dataloader._engine.fetch import Failure, Fetcher
 from dataloader._native._ring import Window
 from dataloader._engine.pool import WorkerPool, start_worker
@@ -305,7 +305,7 @@ class WindowedIterator(EpochIterator):
             raise StopIteration
         if status == 0:
             k = window.base if not self._in_order else k
-            raise LoaderTimeoutError(f"batch {k} was not ready after timeout={self._timeout_s} s")
+            raise timeout_error(self._timeout_s, f"batch {k} was not ready")
         slot = k % epoch.size
         result = epoch.results[slot]
         epoch.results[slot] = None

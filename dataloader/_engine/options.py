@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numbers
+import os
+import warnings
 from dataclasses import dataclass
 
 from dataloader._constants import MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
 
-__all__ = ["LoaderOptions"]
+__all__ = ["LoaderOptions", "warn_many_workers"]
 
 
 def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
@@ -57,10 +59,9 @@ class LoaderOptions:
         _int("num_workers", self.num_workers, 0, MAX_NUM_WORKERS)
         if self.batch_size is not None:
             _int("batch_size", self.batch_size, 1)
-        if self.shuffle is not None:
-            _bool("shuffle", self.shuffle)
+        # shuffle and drop_last are taken by truth value, as torch does (its conflict checks
+        # and BatchSampler's "drop_last should be a boolean value" come later, in the loader).
         _bool("pin_memory", self.pin_memory)
-        _bool("drop_last", self.drop_last)
         _bool("persistent_workers", self.persistent_workers)
         _bool("in_order", self.in_order)
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, numbers.Real):
@@ -90,3 +91,27 @@ class LoaderOptions:
             )
         if self.persistent_workers and self.num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        warn_many_workers(self.num_workers)
+
+
+def warn_many_workers(num_workers: int) -> None:
+    """PyTorch's warning when ``num_workers`` exceeds the CPUs this process may use.
+
+    The CPU count respects the affinity mask (``os.sched_getaffinity``) where the OS
+    has one, as ``torch._utils.cpu_count`` does.
+    """
+    if num_workers == 0:
+        return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if cpus is not None and num_workers <= cpus:
+        return
+    warnings.warn(
+        f"This DataLoader will create {num_workers} worker threads in total. Our suggested max "
+        f"number of worker in current system is {cpus}, which is smaller than what this "
+        "DataLoader is going to create. Please be aware that excessive worker creation might get "
+        "DataLoader running slow or even freeze, lower the worker number to avoid potential "
+        "slowness/freeze if necessary. (Threads beyond the CPU count help only items that wait "
+        "on I/O.)",
+        UserWarning,
+        stacklevel=5,
+    )

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import bench, convert, demo, info
-from ._common import CliError
+from dataloader.cli import bench, convert, demo, info
+from dataloader.cli._common import CliError
 
 __all__ = ["CliError", "build_parser"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import CliError
-from ._stats import block_rows
+from dataloader.cli._common import CliError
+from dataloader.cli._stats import block_rows
 
 __all__ = ["check_class_labels"]
 

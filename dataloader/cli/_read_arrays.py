@@ -22,9 +22,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from ._common import CliError
-from ._constants import CHUNK_BYTES
-from ._source import Chunk, Source, check_numeric_dtype, resolve_columns, split_columns
+from dataloader.cli._common import CliError
+from dataloader.cli._constants import CHUNK_BYTES
+from dataloader.cli._source import Chunk, Source, check_numeric_dtype, resolve_columns, split_columns
 
 __all__ = ["FEATURE_NAMES", "LABEL_NAMES", "open_npy", "open_npz"]
 

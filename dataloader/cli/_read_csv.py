@@ -19,9 +19,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ._common import CliError
-from ._constants import CSV_CHUNK_ROWS
-from ._source import Chunk, Source, resolve_columns, split_columns
+from dataloader.cli._common import CliError
+from dataloader.cli._constants import CSV_CHUNK_ROWS
+from dataloader.cli._source import Chunk, Source, resolve_columns, split_columns
 
 __all__ = ["open_csv"]
 
@@ -31,9 +31,9 @@ def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
         raw = open(path, "rb")  # noqa: SIM115 - closed by Source.close
     except OSError as exc:
         raise CliError(f"cannot open {path}: {exc.strerror or exc}") from None
-    stream: io.BufferedIOBase = raw
+    stream: io.BufferedReader | gzip.GzipFile = raw
     if path.endswith(".gz"):
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
     return raw, io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
 
 

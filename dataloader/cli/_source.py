@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._common import CliError
+from dataloader.cli._common import CliError
 
 __all__ = ["Chunk", "Source", "check_numeric_dtype", "resolve_columns"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._constants import CHUNK_BYTES
+from dataloader.cli._constants import CHUNK_BYTES
 
 __all__ = ["ColumnStats", "block_rows", "column_stats"]
 

@@ -2,7 +2,7 @@
 
 The per-item work (decode, crop, flip...) runs on the worker threads as
 transforms; the only per-batch work is this one copy, done by
-``dataloader._native._collate`` with the GIL released, into a buffer that is
+``dataloader._native._imgcopy`` with the GIL released, into a buffer that is
 reused (see ``dataloader.image.batch`` for the buffer's lifetime).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dataloader._native import _collate
+from dataloader._native import _imgcopy
 from dataloader.image.batch import ImageBatch, _BufferPool, fresh_buffer
 from dataloader.image.pixels import channel_values
 
@@ -132,10 +132,10 @@ class ImageCollator:
         holder = self._pool.take(nbytes) if self._pool is not None else fresh_buffer(nbytes)
         out = holder.array[:nbytes].view(self.dtype).reshape(shape)
         if self.dtype == np.uint8:
-            _collate.collate_u8(images, out, nchw)
+            _imgcopy.collate_u8(images, out, nchw)
         else:
             scale, bias = self._scale_bias(channels, first.dtype.kind == "f")
-            _collate.collate_f32(images, out, nchw, scale, bias)
+            _imgcopy.collate_f32(images, out, nchw, scale, bias)
         return ImageBatch(holder, shape, self.dtype, labels)
 
     def _scale_bias(self, channels: int, is_float: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -160,7 +160,9 @@ class ImageCollator:
         return scale, bias
 
     def __repr__(self) -> str:
-        norm = "" if self.mean is None else f", mean={self.mean.tolist()}, std={self.std.tolist()}"
+        norm = ""
+        if self.mean is not None and self.std is not None:
+            norm = f", mean={self.mean.tolist()}, std={self.std.tolist()}"
         return (
             f"ImageCollator(layout={self.layout!r}, dtype={self.dtype.name}{norm}, "
             f"reuse_buffers={self.reuse_buffers})"

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dataloader import _context
+from dataloader._context import current_item_index
 from dataloader.image._convert import as_image_array, from_pil
 from dataloader.image._pillow import check_interpolation, pillow
 from dataloader.image._resample import resize_array
@@ -51,7 +51,7 @@ def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int
 def _current_item() -> str:
     """`` (item N)`` for the item the loader is transforming on this thread, if any."""
     # the loader records the index for item_rng(); there is no public getter yet
-    index = _context.current_item_index()
+    index = current_item_index()
     return "" if index is None else f" (item {index})"
 
 
@@ -91,7 +91,7 @@ class Decode(Transform):
             source: Any = value
             where = f" {os.fspath(value)!r}"
         elif isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
-            source = io.BytesIO(value)
+            source = io.BytesIO(value.data if isinstance(value, np.ndarray) else value)
             where = _current_item()
         else:
             raise TypeError(f"Decode expects bytes or a path, got {type(value).__name__}")

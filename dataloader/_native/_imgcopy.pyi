@@ -1,4 +1,4 @@
-"""Type stubs for the private ``dataloader._native._collate`` extension."""
+"""Type stubs for the private ``dataloader._native._imgcopy`` extension."""
 
 import numpy as np
 import numpy.typing as npt

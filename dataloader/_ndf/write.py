@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._ndf_format import (
+from dataloader._ndf.format import (
     NDF_HEADER_BYTES,
     NDF_MAX_FILE_BYTES,
     WRITE_CHUNK_BYTES,
@@ -159,7 +159,7 @@ class NdfWriter:
                 rows[:, :d] = x[start:stop]
                 if y is not None:
                     rows[:, d:] = y[start:stop]
-            self._file.write(memoryview(rows).cast("B"))
+            self._file.write(rows.data.cast("B"))
 
     def close(self) -> None:
         """Finish the file: patch n into the header, fsync, rename to path.

@@ -1,7 +1,7 @@
 """Differential tests: the same configurations through ``torch.utils.data`` and through ours.
 
 Runs only where torch is installed (here: /work/venvs/torch311); skipped elsewhere:
-    /work/venvs/torch311/bin/python -m pytest -q tests/test_torch_parity.py
+    /work/venvs/torch311/bin/python -m pytest -q tests/torch_compat/test_torch_parity.py
 
 Deterministic samplers must agree exactly; random ones on lengths and index multisets (exact
 draws differ by design); collation on output structure, types, shapes, dtypes and values.

@@ -2,7 +2,7 @@
 
 Runs only where torch is installed (here: /work/venvs/torch311); skipped elsewhere:
     /work/venvs/torch311/bin/python setup.py build_ext --inplace -q
-    /work/venvs/torch311/bin/python -m pytest -q tests/test_torch_parity_loader.py
+    /work/venvs/torch311/bin/python -m pytest -q tests/torch_compat/test_torch_parity_loader.py
 
 Compared: ``len()``, the indices of every batch (exactly for deterministic samplers, as
 multisets for random ones, whose draws differ by design), collated structure, shapes, dtypes
@@ -26,6 +26,7 @@ torch = pytest.importorskip("torch")
 tud = pytest.importorskip("torch.utils.data")
 
 import dataloader as ours  # noqa: E402
+from _torch_helpers import run as run_epoch  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -75,17 +76,7 @@ def assert_same(t, o, path="batch"):
 
 def run(loader):
     """One epoch: each batch (numpy'd) or ``("error", exception type name)``."""
-    out = []
-    it = iter(loader)
-    while True:
-        try:
-            batch = next(it)
-        except StopIteration:
-            return out
-        except Exception as exc:  # noqa: BLE001 - errors are compared too
-            out.append(("error", type(exc).__name__))
-        else:
-            out.append(to_numpy(batch))
+    return run_epoch(loader, to_numpy)
 
 
 # -- map-style ----------------------------------------------------------------------------------

@@ -1,0 +1,268 @@
+"""Reading `.ndf` files: ``NdfFile`` / ``open_ndf`` (native gather) and ``NdfDataset``.
+
+Public through :mod:`dataloader.ndf`; its docstring describes the access paths.
+"""
+
+from __future__ import annotations
+
+import errno
+import operator
+import os
+import stat
+import sys
+from typing import Any
+
+import numpy as np
+
+from dataloader._datasets.base import Dataset
+from dataloader._datasets.batched import BatchedItems
+from dataloader._native._gather import ADVICE, Reader
+from dataloader._ndf.format import MMAP_AUTO_MAX_BYTES, NDF_HEADER_BYTES, parse_header
+
+__all__ = ["ACCESS_MODES", "NdfDataset", "NdfFile", "open_ndf"]
+
+ACCESS_MODES = ("auto", "mmap", "pread")
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+class NdfFile:
+    """An open `.ndf` file; reads rows by index from any number of threads.
+
+    Args:
+        path: the file.
+        access: "auto" (default), "mmap" or "pread"; see the module
+            docstring.  "auto" maps files up to MMAP_AUTO_MAX_BYTES.
+        advice: "normal" (default), "random" or "sequential": passed to
+            madvise (mmap) or posix_fadvise (pread) as a read-ahead hint.
+            "random" saves I/O on cold files read in shuffled order.
+
+    Attributes:
+        path (str), n (rows), d (features per row), l (labels per row),
+        access ("mmap" or "pread": the path actually used).
+
+    Thread-safety: every method may be called from many threads at once.
+    Reads do not share a file position; ``close()`` while other threads
+    read is safe (the descriptor is released when the last read in flight
+    ends) and reads that start afterwards raise ValueError.  The file is
+    also closed when the last reference is dropped.  Do not truncate the
+    file while it is open (with "mmap" that raises SIGBUS).
+
+    Raises:
+        ValueError: not an .ndf file (wrong magic), header shorter than 28
+            bytes, d == 0, sizes overflowing 63 bits or not matching the
+            file size, not a regular file (FIFO, device), or a bad
+            access/advice value.
+        OSError: the file cannot be opened, read or mapped.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, access: str = "auto",
+                 advice: str = "normal") -> None:
+        if access not in ACCESS_MODES:
+            raise ValueError(f"{access=} must be one of {ACCESS_MODES}")
+        if advice not in ADVICE:
+            raise ValueError(f"{advice=} must be one of {ADVICE}")
+        self.path = os.fspath(path)
+        # O_NONBLOCK: opening a FIFO must not wait for a writer.
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.path)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{self.path!r} is not a regular file")
+            os.set_blocking(fd, True)
+            file_bytes = st.st_size
+            header = os.pread(fd, NDF_HEADER_BYTES, 0)
+            self.n, self.d, self.l = parse_header(header, file_bytes, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if access == "auto":
+            access = "mmap" if file_bytes <= MMAP_AUTO_MAX_BYTES else "pread"
+        self.access = access
+        # The Reader owns fd from here on, also if it raises.
+        self._reader = Reader(fd, self.path, self.n, self.d, self.l, NDF_HEADER_BYTES,
+                              access == "mmap", ADVICE.index(advice))
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+        return self._reader.closed
+
+    def close(self) -> None:
+        """Close the file (idempotent; safe while other threads read)."""
+        self._reader.close()
+
+    def __enter__(self) -> NdfFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def read_row(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row ``index`` as (x of shape (d,), y of shape (l,)), float64.
+
+        Raises:
+            TypeError: index not an integer.
+            IndexError: index outside [0, n) (negative indices are errors).
+            ValueError: the file is closed.
+        """
+        index = operator.index(index)
+        if not 0 <= index < self.n:
+            raise IndexError(f"index {index} is out of range for {self.n} rows in {self.path!r}")
+        x = np.empty(self.d)
+        y = np.empty(self.l)
+        self._reader.gather_one(index, x, y)
+        if _BIG_ENDIAN:
+            x.byteswap(inplace=True)
+            y.byteswap(inplace=True)
+        return x, y
+
+    def read_rows(self, indices: Any, out_x: np.ndarray | None = None,
+                  out_y: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Gather rows ``indices`` into (x of shape (B, d), y of shape (B, l)).
+
+        One native call without the GIL: a memcpy per row from the mapping
+        ("mmap") or a preadv per run of consecutive indices ("pread").
+
+        Args:
+            indices: B row indices, a sequence of ints or a 1-D integer array
+                (int64 is used without conversion).  Duplicates are fine.
+            out_x: optional float64 C-contiguous writeable array of shape
+                (B, d) to fill; a fresh one when None.
+            out_y: likewise of shape (B, l) (B x 0 when l == 0).
+
+        Returns:
+            (out_x, out_y).
+
+        Raises:
+            IndexError: an index outside [0, n), named in the message;
+                nothing is read then.
+            TypeError: non-integer indices, or out arrays that are not
+                float64 ndarrays.
+            ValueError: indices not 1-D, out arrays of the wrong shape or not
+                C-contiguous/writeable, or the file is closed.
+            OSError: the read failed.
+        """
+        idx = _as_indices(indices)
+        count = idx.shape[0]
+        if count and not self.n:  # before allocating: d may be huge when n == 0
+            raise IndexError(f"index {idx[0]} is out of range for 0 rows in {self.path!r}")
+        out_x = _out_array(out_x, "out_x", count, self.d)
+        out_y = _out_array(out_y, "out_y", count, self.l)
+        self._reader.gather(idx, out_x, out_y)
+        if _BIG_ENDIAN:
+            out_x.byteswap(inplace=True)
+            out_y.byteswap(inplace=True)
+        return out_x, out_y
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self.access
+        return f"NdfFile({self.path!r}, n={self.n}, d={self.d}, l={self.l}, {state})"
+
+
+def open_ndf(path: str | os.PathLike[str], *, access: str = "auto",
+             advice: str = "normal") -> NdfFile:
+    """Open and validate an `.ndf` file; see NdfFile for arguments and errors."""
+    return NdfFile(path, access=access, advice=advice)
+
+
+def _as_indices(indices: Any) -> np.ndarray:
+    """Indices as a 1-D C-contiguous native int64 array (no copy if already)."""
+    if not isinstance(indices, np.ndarray):
+        if not isinstance(indices, (list, tuple, range)):
+            indices = list(indices)  # other iterables, e.g. generators
+        if len(indices) == 0:
+            return np.empty(0, dtype=np.int64)
+        indices = np.asarray(indices)
+    if indices.dtype != np.int64:
+        kind = indices.dtype.kind
+        if kind == "O" and all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in indices.flat
+        ):
+            # Python ints (possibly beyond 64 bits): name the first one int64 cannot hold.
+            bad = next((i for i in indices.flat if not -(2**63) <= i < 2**63), None)
+            if bad is not None:
+                raise IndexError(f"index {bad} is out of range")
+            kind = "i"
+        if kind not in "iu":
+            raise TypeError(f"indices must be integers, got dtype={indices.dtype}")
+        if kind == "u" and indices.size and indices.max() >= 2**63:
+            raise IndexError(f"index {int(indices.max())} is out of range")
+        indices = indices.astype(np.int64)
+    if indices.ndim != 1:
+        raise ValueError(f"indices must be 1-D, got shape={indices.shape}")
+    if not (indices.flags.c_contiguous and indices.flags.aligned and indices.dtype.isnative):
+        indices = np.ascontiguousarray(indices, dtype=np.int64)
+    return indices
+
+
+def _out_array(out: Any, name: str, rows: int, cols: int) -> np.ndarray:
+    if out is None:
+        return np.empty((rows, cols))
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(out).__name__}")
+    if out.dtype != np.float64:
+        raise TypeError(f"{name} must have dtype float64, got dtype={out.dtype}")
+    if out.shape != (rows, cols):
+        raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={out.shape}")
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    if not out.flags.writeable:
+        raise ValueError(f"{name} must be writeable")
+    return out
+
+
+class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
+    """Map-style dataset over an `.ndf` file: item i is (x row (d,), y row (l,)).
+
+    ``__getitems__(indices)`` gathers a whole batch with one native call and
+    returns ``BatchedItems((x_batch, y_batch))`` (shapes (B, d) and (B, l),
+    also when l == 0), which default_collate turns into ``[x_batch, y_batch]``
+    without per-row work.  ``accepts_index_arrays = True``: the loader may
+    pass a 1-D int64 array instead of a list.
+
+    Args:
+        path_or_file: a path (opened here and closed by close()) or an open
+            NdfFile (shared, not closed by this dataset).
+        access, advice: passed to open_ndf when a path is given.
+
+    Thread-safety: all reads may run from many worker threads at once.
+    """
+
+    accepts_index_arrays = True
+
+    def __init__(self, path_or_file: str | os.PathLike[str] | NdfFile, *,
+                 access: str = "auto", advice: str = "normal") -> None:
+        if isinstance(path_or_file, NdfFile):
+            self.file = path_or_file
+            self._owns_file = False
+        else:
+            self.file = open_ndf(path_or_file, access=access, advice=advice)
+            self._owns_file = True
+
+    def __len__(self) -> int:
+        return self.file.n
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.file.read_row(index)
+
+    def __getitems__(self, indices: Any) -> Any:
+        return BatchedItems(self.file.read_rows(indices))
+
+    def close(self) -> None:
+        """Close the file if this dataset opened it."""
+        if self._owns_file:
+            self.file.close()
+
+    def __enter__(self) -> NdfDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"NdfDataset({self.file!r})"

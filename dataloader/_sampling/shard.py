@@ -1,0 +1,108 @@
+"""``ShardSampler``; public through :mod:`dataloader.shard` (see its docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from dataloader._rng import EpochRng, rng_for
+from dataloader._sampling.base import ChunkedSampler, arange_chunks, readonly
+from dataloader._validate import check_int, env_int
+
+__all__ = ["ShardSampler"]
+
+
+class ShardSampler(ChunkedSampler, native=True):
+    """Yield this rank's share of ``range(n)``, shuffled per epoch.
+
+    Args:
+        len_or_dataset: n, or any object with ``__len__`` (a dataset).
+        num_shards: number of shards N (>= 1).  None: the ``WORLD_SIZE``
+            environment variable set by torchrun, or 1 when unset.
+        shard_id: this shard s, 0 <= s < N.  None: the ``RANK`` environment
+            variable, or 0 when unset.
+        shuffle: False yields the shard's range in order.
+        seed: int >= 0.  Epoch e's order is the permutation drawn by
+            ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``, so
+            every rank using the same seed agrees, and the same (seed, epoch)
+            always gives the same order regardless of history.
+
+    Epochs follow RandomSampler: each ``__iter__`` uses the current epoch
+    (0 at first, or the value given to ``set_epoch``) and then advances it by
+    one.  Call ``set_epoch(e)`` before each epoch for torch-style control.
+
+    Thread-safety: the epoch counter is guarded by a lock; iterators are
+    independent.  The loader slices its index chunks into batches without
+    per-index Python work (like RandomSampler's).
+
+    Raises:
+        TypeError: non-integer arguments, or len_or_dataset without a length.
+        ValueError: n < 0, num_shards < 1, shard_id outside [0, num_shards),
+            seed < 0, or a WORLD_SIZE / RANK value that is not such an int.
+    """
+
+    def __init__(self, len_or_dataset: Any, num_shards: int | None = None,
+                 shard_id: int | None = None, shuffle: bool = True, seed: int = 0) -> None:
+        if isinstance(len_or_dataset, (int, np.integer)) and not isinstance(len_or_dataset, bool):
+            n = int(len_or_dataset)
+        elif hasattr(len_or_dataset, "__len__"):
+            n = len(len_or_dataset)
+        else:
+            raise TypeError(
+                f"len_or_dataset must be an int or have __len__, got {type(len_or_dataset).__name__}"
+            )
+        if n < 0:
+            raise ValueError(f"dataset length {n=} must be >= 0")
+        # Names in messages: the argument, or the environment variable it came from.
+        name = "WORLD_SIZE" if num_shards is None else "num_shards"
+        if num_shards is None:
+            num_shards = env_int(name, 1)
+        num_shards = check_int(num_shards, name, minimum=1)
+        name = "RANK" if shard_id is None else "shard_id"
+        if shard_id is None:
+            shard_id = env_int(name, 0)
+        shard_id = check_int(shard_id, name)
+        if not 0 <= shard_id < num_shards:
+            raise ValueError(f"{name}={shard_id} must be in [0, {num_shards}) ({num_shards=})")
+        self.n = n
+        self.num_shards = num_shards
+        self.shard_id = shard_id
+        self.shuffle = bool(shuffle)
+        self.seed = check_int(seed, "seed", minimum=0)
+        self.start = shard_id * n // num_shards
+        self.stop = (shard_id + 1) * n // num_shards
+        self._rng = EpochRng(self.seed)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next ``__iter__`` will use."""
+        return self._rng.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch`` (int >= 0) for the next ``__iter__``."""
+        self._rng.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def indices(self, epoch: int) -> np.ndarray:
+        """This shard's indices for ``epoch`` as an int64 array (pure function)."""
+        if not self.shuffle:
+            return np.arange(self.start, self.stop, dtype=np.int64)
+        perm = rng_for(self.seed, epoch).permutation(self.stop - self.start)
+        perm += self.start
+        return perm
+
+    def _index_chunks(self) -> Iterator[np.ndarray]:
+        epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
+        if not self.shuffle:
+            return arange_chunks(self.stop, self.start)
+        return iter((readonly(self.indices(epoch)),))
+
+    def __repr__(self) -> str:
+        return (
+            f"ShardSampler(n={self.n}, num_shards={self.num_shards}, shard_id={self.shard_id}, "
+            f"range=[{self.start}, {self.stop}), shuffle={self.shuffle}, seed={self.seed})"
+        )

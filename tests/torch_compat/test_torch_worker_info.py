@@ -1,0 +1,177 @@
+"""``torch.utils.data.get_worker_info()`` inside our worker threads (``dataloader.torch._worker_info``).
+
+PyTorch's documented ``IterableDataset`` example must shard correctly with
+``dataloader.torch.DataLoader(num_workers=2)``, unchanged; torch's module attributes are
+replaced only while an epoch with workers is open, and restored afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+tud = pytest.importorskip("torch.utils.data")
+
+import torch.utils.data._utils.worker as torch_worker  # noqa: E402
+import torch.utils.data.dataloader as torch_dataloader  # noqa: E402
+
+import dataloader  # noqa: E402
+import dataloader.torch as dt  # noqa: E402
+from dataloader.torch import _worker_info  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+ORIGINAL = torch_worker.get_worker_info
+
+
+class MyIterableDataset(torch.utils.data.IterableDataset):
+    """Verbatim in substance: the example of torch.utils.data.IterableDataset's docstring."""
+
+    def __init__(self, start, end):
+        super().__init__()
+        assert end > start, "this example only works with end >= start"
+        self.start = start
+        self.end = end
+
+    def __iter__(self):
+        worker_info = torch.utils.data.get_worker_info()
+        if worker_info is None:  # single-process data loading, return the full iterator
+            iter_start = self.start
+            iter_end = self.end
+        else:  # in a worker process: split workload
+            per_worker = int(math.ceil((self.end - self.start) / float(worker_info.num_workers)))
+            worker_id = worker_info.id
+            iter_start = self.start + worker_id * per_worker
+            iter_end = min(iter_start + per_worker, self.end)
+        return iter(range(iter_start, iter_end))
+
+
+def torch_functions():
+    return (tud.get_worker_info, torch_dataloader.get_worker_info, torch_worker.get_worker_info)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
+def test_documented_iterable_example_yields_each_item_once(num_workers):
+    ds = MyIterableDataset(start=3, end=7)
+    with dt.DataLoader(ds, num_workers=num_workers) as loader:
+        got = [int(x) for x in loader]
+    assert sorted(got) == [3, 4, 5, 6]
+    if num_workers == 2:
+        assert got == [3, 5, 4, 6]  # the output torch's documentation shows for num_workers=2
+
+
+def test_torch_functions_are_replaced_only_while_an_epoch_runs():
+    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    loader = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
+    it = iter(loader)
+    assert torch_functions() == (_worker_info.get_worker_info,) * 3
+    assert torch.utils.data.get_worker_info() is None  # the consumer thread is no worker
+    next(it)
+    it.close()
+    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    list(loader)  # an exhausted epoch restores them too
+    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    loader.close()
+
+
+def test_installation_is_refcounted_across_overlapping_epochs():
+    a = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
+    b = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
+    ia, ib = iter(a), iter(b)
+    ia.close()
+    assert _worker_info.installed() and tud.get_worker_info is _worker_info.get_worker_info
+    assert sorted(int(x) for x in ib) == list(range(8))
+    assert not _worker_info.installed() and tud.get_worker_info is ORIGINAL
+    a.close()
+    b.close()
+
+
+def test_a_dropped_epoch_restores_torch_on_collection():
+    import gc
+
+    loader = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
+    it = iter(loader)
+    next(it)
+    del it
+    gc.collect()
+    assert tud.get_worker_info is ORIGINAL
+    loader.close()
+
+
+def test_a_later_patch_by_someone_else_is_left_alone():
+    loader = dt.DataLoader(list(range(4)), num_workers=2)
+    it = iter(loader)
+
+    def theirs():
+        return "theirs"
+
+    tud.get_worker_info = theirs
+    try:
+        list(it)
+        assert tud.get_worker_info is theirs
+        assert torch_worker.get_worker_info is ORIGINAL
+    finally:
+        tud.get_worker_info = ORIGINAL
+        loader.close()
+
+
+def test_the_numpy_loader_never_touches_torch():
+    with dataloader.DataLoader(list(range(8)), batch_size=2, num_workers=2) as loader:
+        seen = []
+        for _ in loader:
+            seen.append(tud.get_worker_info is ORIGINAL)
+    assert all(seen)
+
+
+class InfoDataset(tud.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        info = torch.utils.data.get_worker_info()
+        return torch.tensor([info.id, info.num_workers, info.seed % 1000, threading.get_ident()])
+
+
+def test_map_style_items_see_their_own_worker():
+    with dt.DataLoader(InfoDataset(), batch_size=1, num_workers=2, seed=4) as loader:
+        rows = torch.cat(list(loader)).tolist()
+    by_thread = {}
+    for wid, n, seed, ident in rows:
+        assert n == 2 and wid in (0, 1)
+        by_thread.setdefault(ident, set()).add((wid, seed))
+    assert all(len(v) == 1 for v in by_thread.values())  # one worker id per thread
+
+
+def test_worker_init_fn_sees_torchs_function_answer_for_its_worker():
+    seen = []
+    lock = threading.Lock()
+
+    def init(worker_id):
+        info = torch.utils.data.get_worker_info()
+        with lock:
+            seen.append((worker_id, info.id, info.num_workers))
+
+    with dt.DataLoader(list(range(8)), num_workers=2, worker_init_fn=init) as loader:
+        list(loader)
+    assert sorted(seen) == [(0, 0, 2), (1, 1, 2)]
+
+
+def test_concurrent_epochs_from_several_threads_restore_torch_at_the_end():
+    errors = []
+
+    def epoch():
+        try:
+            with dt.DataLoader(MyIterableDataset(0, 20), num_workers=2) as loader:
+                assert sorted(int(x) for x in loader) == list(range(20))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=epoch) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
