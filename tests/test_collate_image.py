@@ -118,10 +118,32 @@ def test_float32_items_are_taken_as_they_are():
 
 def test_labels_collate_to_int64():
     items = images(4)
-    batch = ImageCollator()([(x, np.int32(i * 3)) for i, x in enumerate(items)])
+    batch, labels = ImageCollator()([(x, np.int32(i * 3)) for i, x in enumerate(items)])
     assert batch.labels.dtype == np.int64
     np.testing.assert_array_equal(batch.labels, [0, 3, 6, 9])
+    assert labels is batch.labels
     assert ImageCollator()(items).labels is None
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_pairs_collate_to_an_images_labels_tuple_without_copying_the_images(layout):
+    items = images(3)
+    result = ImageCollator(layout)([(x, i) for i, x in enumerate(items)])
+    assert isinstance(result, tuple) and len(result) == 2
+    batch, labels = result
+    assert isinstance(batch, ImageBatch)
+    np.testing.assert_array_equal(labels, [0, 1, 2])
+    expected = np.stack(items) if layout == "NHWC" else np.stack(items).transpose(0, 3, 1, 2)
+    view = np.asarray(batch)
+    np.testing.assert_array_equal(view, expected)
+    assert view.base is batch  # a view of the batch buffer, not a copy
+    assert view.__array_interface__["data"][0] == batch.__array_interface__["data"][0]
+
+
+def test_images_only_collate_to_one_image_batch():
+    result = ImageCollator()(images(3))
+    assert isinstance(result, ImageBatch)
+    assert result.labels is None and result.shape == (3, 3, 24, 32)
 
 
 def test_shape_mismatch_names_first_bad_index_and_both_shapes():
@@ -207,6 +229,38 @@ def test_native_rejects_wrong_out_shape():
             np.ones(1, np.float32),
             np.ones(3, np.float32),
         )
+
+
+#: uint8 NCHW splits a contiguous image in one pass and any other row by row: widths around
+#: the vector lengths (16, 32 pixels), a single pixel, and views that take each path.
+NCHW_VIEWS = {
+    "contiguous": lambda x: x,
+    "flip": lambda x: x[:, ::-1],
+    "crop": lambda x: x[1:, 1:],
+    "step": lambda x: x[::2, ::3],
+    "reversed_channels": lambda x: x[:, :, ::-1],
+}
+
+
+@pytest.mark.parametrize("view", NCHW_VIEWS, ids=list(NCHW_VIEWS))
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("hw", [(1, 1), (1, 33), (5, 1), (3, 15), (7, 31), (9, 65), (17, 100)])
+def test_uint8_nchw_matches_transpose_at_odd_sizes(hw, channels, view):
+    rng = np.random.default_rng(hw[0] * 1000 + hw[1] * 10 + channels)
+    base = [rng.integers(0, 256, (hw[0] + 1, hw[1] + 1, channels), dtype=np.uint8)]
+    items = [NCHW_VIEWS[view](x[: hw[0], : hw[1]] if view != "crop" else x) for x in base * 3]
+    expected = np.stack([np.ascontiguousarray(x.transpose(2, 0, 1)) for x in items])
+    check(ImageCollator("NCHW")(items), expected, np.uint8)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("view", ["contiguous", "flip", "step"])
+def test_uint8_grayscale_hw_images_match_stack(layout, view):
+    rng = np.random.default_rng(7)
+    items = [NCHW_VIEWS[view](rng.integers(0, 256, (13, 37), dtype=np.uint8)) for _ in range(3)]
+    stacked = np.stack(items)
+    expected = stacked[:, None] if layout == "NCHW" else stacked[..., None]
+    check(ImageCollator(layout)(items), expected, np.uint8)
 
 
 @settings(max_examples=40, deadline=None)
