@@ -18,9 +18,12 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 # name -> (language, extra compile args)
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
+    "_rowcopy": ("c", []),
     "_gather": ("c", []),
     "_imgcopy": ("c", []),
     "_resize": ("c", []),
+    # Unrolling the 8 Feistel rounds x 8 lanes: ~15% faster fill (benchmarks/bench_permute.py).
+    "_permute": ("c", ["-funroll-loops"]),
 }
 
 extensions = [
