@@ -1,0 +1,201 @@
+"""Exact mid-epoch resume: ``DataLoader.state_dict`` / ``load_state_dict`` (torchdata's names).
+
+What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 1):
+
+- ``"version"``: the format version;
+- ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
+- ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
+- ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
+  exception raised by ``next()`` for a batch counts as a position seen; batches the workers
+  had built ahead (prefetched) but ``next()`` had not returned are not counted, so they are
+  built again after resume: never lost, never repeated;
+- ``"sampler"``: the (batch) sampler's ``state_dict()`` as it was when that epoch started
+  (None when it has none; see ``dataloader._sampling.state``);
+- ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
+  none).
+
+Nothing is recorded per batch: each epoch iterator counts the batches it returns in a
+``Progress`` (one integer increment per ``next()``) and the loader keeps the ``Progress`` of
+the epoch it started last, and the sampler state of that epoch's start (one ``state_dict()``
+call per epoch).  ``state_dict()`` is therefore O(1) in the epoch's length.
+
+How the next ``iter(loader)`` resumes epoch ``e`` at batch ``k``: the epoch number is ``e``
+(so worker seeds and ``item_rng`` are that epoch's); a built-in (batch) sampler loads its
+epoch-start state with ``start = k`` and starts there in O(1)
+(``dataloader._sampling.state``); any other sampler with ``load_state_dict`` loads its saved
+state, and its first ``k`` index batches are drawn and dropped (the cost of drawing them, no
+item is fetched); a sampler without ``state_dict`` must itself repeat the epoch's order (a
+seeded sampler driven by ``set_epoch``), and its first ``k`` batches are drawn and dropped too.
+
+``IterableDataset``: with ``num_workers=0`` the consumer iterates the dataset itself, so the
+dataset's own ``state_dict()`` at the call is exact: it is saved, loaded, and the stream goes on
+from it (nothing is skipped); a dataset without ``state_dict`` is resumed by building and
+dropping the first ``k`` batches of the new epoch (its items are read again).  With
+``num_workers > 0`` each worker iterates a copy ahead of the consumer, so a mid-epoch state is
+refused (``TypeError``); a state at an epoch boundary is fine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from dataloader._sampling.batch import starts_late
+from dataloader._sampling.state import check_state
+from dataloader._validate import check_int
+
+__all__ = ["STATE_VERSION", "Progress", "Resumer", "skip_items"]
+
+STATE_VERSION = 1
+_KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
+
+
+class Progress:
+    """Where the consumer is in one epoch: batches returned by ``next()`` and whether it ended.
+
+    Written only by the epoch's consumer thread (``next()`` is never run by two threads at
+    once); read by ``DataLoader.state_dict`` from any thread (plain int and bool reads).
+    """
+
+    __slots__ = ("epoch", "yielded", "done")
+
+    def __init__(self, epoch: int, yielded: int = 0) -> None:
+        self.epoch = epoch
+        self.yielded = yielded
+        self.done = False
+
+
+def skip_items(items: Iterator[Any], k: int) -> Iterator[Any]:
+    """``items`` after drawing and dropping its first ``k`` (raises what drawing raises)."""
+    if k:
+        next(itertools.islice(items, k, k), None)
+    return items
+
+
+class Resumer:
+    """A loader's resume bookkeeping: the last epoch's ``Progress``, its start state, and a
+    state loaded for the next epoch.
+
+    Args:
+        sampler: what yields the epoch's work items (the batch sampler, or the sampler with
+            ``batch_size=None``), or None for an ``IterableDataset``.
+    """
+
+    def __init__(self, sampler: Any) -> None:
+        self._sampler = sampler
+        self._progress: Progress | None = None
+        self._start_state: Any = None  # the sampler's state when the last epoch started
+        self._start_error: Exception | None = None  # its state_dict() raised
+        self._pending: dict[str, Any] | None = None  # loaded, for the next epoch
+
+    # -- epochs --------------------------------------------------------------------------
+
+    def begin(self, epoch: int, dataset: Any) -> tuple[Progress, int]:
+        """Called by ``iter(loader)`` under the loader's lock before the sampler starts.
+
+        Returns the epoch's ``Progress`` and the work items the epoch must draw and drop
+        (0 when the sampler starts late itself).
+        """
+        pending, self._pending = self._pending, None
+        skip = pending["yielded"] if pending is not None else 0
+        sampler = self._sampler
+        self._start_error = None
+        if pending is not None:
+            self._start_state = pending["sampler"]
+            if pending["dataset"] is not None:
+                dataset.load_state_dict(pending["dataset"])
+                if sampler is None:
+                    skip = 0  # the dataset's own state resumes the stream
+            if self._start_state is not None:
+                if starts_late(sampler):
+                    sampler.load_state_dict({**self._start_state, "start": skip})
+                    skip = 0
+                else:
+                    sampler.load_state_dict(self._start_state)
+        elif hasattr(sampler, "state_dict"):
+            try:
+                self._start_state = sampler.state_dict()
+            except Exception as exc:  # raised again by DataLoader.state_dict()
+                self._start_state, self._start_error = None, exc
+        else:
+            self._start_state = None
+        self._progress = Progress(epoch, pending["yielded"] if pending is not None else 0)
+        return self._progress, skip
+
+    # -- saving and loading ----------------------------------------------------------------
+
+    def state_dict(self, seed: int, next_epoch: int, dataset: Any, *, in_order: bool, workers: int) -> dict[str, Any]:
+        """The loader's state (module docstring).
+
+        Raises:
+            ValueError: mid-epoch with ``in_order=False`` (batches came in completion order),
+                or the sampler's ``state_dict()`` raised (a sampler without a seed).
+            TypeError: mid-epoch over an ``IterableDataset`` with ``num_workers > 0``.
+        """
+        if self._pending is not None:  # loaded and not started yet: saving gives it back
+            return dict(self._pending)
+        progress = self._progress
+        dataset_state = dataset.state_dict() if hasattr(dataset, "state_dict") else None
+        if progress is None or progress.done:
+            epoch = next_epoch if progress is None else progress.epoch + 1
+            sampler_state = None
+            if self._sampler is not None and hasattr(self._sampler, "state_dict"):
+                sampler_state = self._sampler.state_dict()
+            return _state(seed, epoch, 0, sampler_state, dataset_state)
+        if progress.yielded:
+            if not in_order:
+                raise ValueError(
+                    "state_dict() in the middle of an epoch needs in_order=True: with in_order=False "
+                    "batches come in completion order, so no position describes what was yielded"
+                )
+            if self._sampler is None and workers > 0:
+                raise TypeError(
+                    "state_dict() in the middle of an epoch over an IterableDataset needs num_workers=0: "
+                    "each worker iterates its own copy ahead of the consumer; save at an epoch boundary"
+                )
+        if self._start_error is not None:
+            raise self._start_error
+        return _state(seed, progress.epoch, progress.yielded, self._start_state, dataset_state)
+
+    def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
+        """Validate ``sd``; it applies to the next epoch.  Returns the checked state.
+
+        Raises:
+            TypeError: ``sd`` is not a dict or a value has the wrong type (naming the key); a
+                saved dataset state for a dataset without ``load_state_dict``; an
+                ``IterableDataset`` state mid-epoch with ``num_workers > 0``, or without a
+                dataset state and ``num_workers > 0``.
+            ValueError: a missing or unknown key, an unknown version, or a value out of range.
+        """
+        sd = check_state(sd, "DataLoader", _KEYS)
+        if sd["version"] != STATE_VERSION:
+            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not {STATE_VERSION} (unknown format)")
+        seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
+        epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
+        yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
+        if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
+            raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
+        if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
+            raise TypeError(
+                f"DataLoader state 'sampler' holds a sampler state, but {type(self._sampler).__name__} "
+                "has no load_state_dict"
+            )
+        if sd["dataset"] is not None and not hasattr(dataset, "load_state_dict"):
+            raise TypeError(
+                f"DataLoader state 'dataset' holds a dataset state, but {type(dataset).__name__} "
+                "has no load_state_dict"
+            )
+        if self._sampler is None and yielded and workers > 0:
+            raise TypeError(
+                "resuming an IterableDataset in the middle of an epoch needs num_workers=0 "
+                f"(this loader has num_workers={workers}); each worker iterates its own copy"
+            )
+        checked = _state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        self._pending = checked
+        return checked
+
+
+def _state(seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
+    return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
+            "sampler": sampler, "dataset": dataset}
