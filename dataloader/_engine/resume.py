@@ -98,21 +98,17 @@ class Resumer:
         (0 when the sampler starts late itself).
         """
         pending, self._pending = self._pending, None
-        skip = pending["yielded"] if pending is not None else 0
         sampler = self._sampler
         self._start_error = None
+        skip = 0
         if pending is not None:
             self._start_state = pending["sampler"]
             if pending["dataset"] is not None:
                 dataset.load_state_dict(pending["dataset"])
-                if sampler is None:
-                    skip = 0  # the dataset's own state resumes the stream
-            if self._start_state is not None:
-                if starts_late(sampler):
-                    sampler.load_state_dict({**self._start_state, "start": skip})
-                    skip = 0
-                else:
-                    sampler.load_state_dict(self._start_state)
+            # Drawn and dropped: what neither the sampler (load) nor the dataset's state resumed.
+            if not (starts_late(sampler) and self._start_state is not None):
+                if not (sampler is None and pending["dataset"] is not None):
+                    skip = pending["yielded"]
         elif hasattr(sampler, "state_dict"):
             try:
                 self._start_state = sampler.state_dict()
@@ -192,6 +188,11 @@ class Resumer:
                 f"(this loader has num_workers={workers}); each worker iterates its own copy"
             )
         checked = _state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
+            if starts_late(self._sampler):
+                self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
+            else:
+                self._sampler.load_state_dict(sd["sampler"])
         self._pending = checked
         return checked
 

@@ -132,7 +132,10 @@ def _rebatch(chunks: Iterator[np.ndarray], size: int, drop_last: bool) -> Iterat
 
 
 def starts_late(sampler: object) -> bool:
-    """True for a built-in sampler (exact type) that honours a loaded ``start`` itself."""
+    """True for a built-in (batch) sampler, not a subclass, that honours a loaded ``start``
+    itself (a ``BatchSampler`` always does: over another sampler it draws and drops)."""
+    if type(sampler) is BatchSampler:
+        return True
     return isinstance(sampler, ResumableMixin) and type(sampler).__module__.startswith("dataloader.")
 
 
