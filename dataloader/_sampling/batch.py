@@ -73,8 +73,9 @@ class BatchSampler(Sampler[list[int]]):
                     "has no load_state_dict"
                 )
             self.sampler.load_state_dict(inner_sd)
-        if starts_late(self.sampler):
-            self.sampler._start += start * self.batch_size
+        inner = self.sampler
+        if isinstance(inner, ResumableMixin) and starts_late(inner):
+            inner._start += start * self.batch_size  # the sampler starts late itself, in O(1)
             start = 0
         self._start = start
 
