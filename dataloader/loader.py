@@ -219,7 +219,9 @@ class DataLoader(Generic[T_co]):
         self._epoch = 0
         self._pools = SharedPool(self._plan, self)
         self._current: weakref.ref[Epoch] | None = None  # the open epoch on the shared pool
-        self._resume = Resumer(None if self._iterable else (batch_sampler if self._auto_collation else sampler))
+        self._resume = Resumer(
+            None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers
+        )
         self._initialized = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -280,14 +282,14 @@ class DataLoader(Generic[T_co]):
             self._epoch += 1
             if self._own_sampler is not None:
                 self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
-            progress, skip = self._resume.begin(epoch, self.dataset)
+            progress, skip, streams = self._resume.begin(epoch, self.dataset)
             if length is not None:
                 length = max(0, length - progress.yielded)
             pool, owned = self._pools.for_epoch()
             try:
                 it = self._plan.start(
                     epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self,
-                    progress=progress, skip=skip,
+                    progress=progress, skip=skip, stream_state=streams,
                 )
             except BaseException:
                 if owned and pool is not None:
@@ -310,12 +312,11 @@ class DataLoader(Generic[T_co]):
         Raises:
             ValueError: mid-epoch with ``in_order=False``, or a sampler that cannot be
                 reproduced (``generator=None``).
-            TypeError: mid-epoch over an ``IterableDataset`` with ``num_workers > 0``.
+            TypeError: mid-epoch over an ``IterableDataset`` without ``state_dict`` /
+                ``load_state_dict`` and with ``num_workers > 0``.
         """
         with self._mutex():
-            return self._resume.state_dict(
-                self.seed, self._epoch, self.dataset, in_order=self.in_order, workers=self.num_workers
-            )
+            return self._resume.state_dict(self.seed, self._epoch, self.dataset, in_order=self.in_order)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from ``state_dict()``'s output (possibly another process's).

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import RecordingDataset
-from dataloader import IterableDataset
+from dataloader import IterableDataset, get_worker_info
 from dataloader.distributed import DistributedSampler
 from dataloader._rng import rng_for
 from dataloader._sampling.permute import permutation_from
@@ -231,52 +231,109 @@ def test_batch_size_none_resumes_per_index():
 
 
 class CountingStream(IterableDataset):
-    """0, 1, ..., n - 1; with ``stateful`` it saves the next item in ``state_dict``."""
+    """This worker's share of 0, 1, ..., n - 1 (``i % num_workers == id``); item ``bad`` raises."""
 
-    def __init__(self, n, stateful):
+    def __init__(self, n, bad=-1):
         self.n = n
+        self.bad = bad
         self.next = 0
-        self.iters = 0
-        if stateful:
-            self.state_dict = lambda: {"next": self.next}
-            self.load_state_dict = lambda sd: setattr(self, "next", sd["next"])
 
     def __iter__(self):
-        self.iters += 1
+        info = get_worker_info()
+        wid, step = (info.id, info.num_workers) if info is not None else (0, 1)
         start, self.next = self.next, 0
-        for i in range(start, self.n):
-            self.next = i + 1
-            yield i
+        for i in range(max(start, wid), self.n, step):
+            if i % step != wid:
+                continue
+            self.next = i + step
+            if i == self.bad:
+                yield ValueError(f"item {i}")  # collated into a failure by the collate_fn below
+            else:
+                yield i
 
 
-@pytest.mark.parametrize("stateful", [False, True])
-def test_an_iterable_dataset_resumes_with_num_workers_0(stateful):
-    full = take(iter(DataLoader(CountingStream(11, stateful), batch_size=3)))
-    first = DataLoader(CountingStream(11, stateful), batch_size=3)
+class StatefulStream(CountingStream):
+    """``CountingStream`` whose state is the next item of its (worker's) iterator."""
+
+    def state_dict(self):
+        return {"next": self.next}
+
+    def load_state_dict(self, sd):
+        self.next = sd["next"]
+
+
+def raising_collate(items):
+    for item in items:
+        if isinstance(item, Exception):
+            raise item
+    return items
+
+
+@pytest.mark.parametrize("cls", [CountingStream, StatefulStream])
+def test_an_iterable_dataset_resumes_with_num_workers_0(cls):
+    full = take(iter(DataLoader(cls(11), batch_size=3)))
+    first = DataLoader(cls(11), batch_size=3)
     it = iter(first)
     head = take(it, 2)
     sd = roundtrip(first.state_dict())
-    assert sd["dataset"] == ({"next": 6} if stateful else None)
-    again = DataLoader(CountingStream(11, stateful), batch_size=3)
+    assert sd["dataset"] == ({"next": 6} if cls is StatefulStream else None)
+    again = DataLoader(cls(11), batch_size=3)
     again.load_state_dict(sd)
     assert head + take(iter(again)) == full
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [1, 2, 3])
+@pytest.mark.parametrize("k", [0, 1, 2, 4, 7, 100])
+@pytest.mark.parametrize("prefetch_depth", [1, 4])
+def test_a_stateful_iterable_dataset_resumes_per_worker(num_workers, k, prefetch_depth):
+    def loader():
+        return DataLoader(StatefulStream(23, bad=9), batch_size=2, num_workers=num_workers,
+                          prefetch_depth=prefetch_depth, collate_fn=raising_collate)
+
+    with loader() as reference:
+        full = [take(iter(reference)) for _ in range(2)]
+    with loader() as first:
+        it = iter(first)
+        head = take(it, k)
+        sd = roundtrip(first.state_dict())
+        it.close()
+    with loader() as again:
+        again.load_state_dict(sd)
+        rest = take(iter(again))
+        after = take(iter(again))
+    if k >= len(full[0]):  # the epoch ended: the state is the next epoch's start
+        assert (head, rest) == (full[0], full[1])
+    else:
+        assert head + rest == full[0]
+        assert after == full[1]
+
+
 @pytest.mark.timeout(30)
-def test_an_iterable_dataset_with_workers_refuses_a_mid_epoch_state():
-    loader = DataLoader(CountingStream(11, True), batch_size=3, num_workers=2)
+def test_an_iterable_dataset_without_state_and_with_workers_refuses_a_mid_epoch_state():
+    loader = DataLoader(CountingStream(11), batch_size=3, num_workers=2)
     it = iter(loader)
     take(it, 1)
     with pytest.raises(TypeError, match="num_workers=0"):
         loader.state_dict()
     it.close()
-    sd = DataLoader(CountingStream(11, False), batch_size=3)
-    it = iter(sd)
-    take(it, 1)
-    state = sd.state_dict()
-    with pytest.raises(TypeError, match="num_workers=0"):
-        DataLoader(CountingStream(11, False), batch_size=3, num_workers=2).load_state_dict(state)
     loader.close()
+    sequential = DataLoader(CountingStream(11), batch_size=3)
+    it = iter(sequential)
+    take(it, 1)
+    state = sequential.state_dict()
+    with pytest.raises(TypeError, match="num_workers=0"):
+        DataLoader(CountingStream(11), batch_size=3, num_workers=2).load_state_dict(state)
+
+
+def test_per_worker_states_need_the_same_num_workers():
+    sd = {**GOOD, "sampler": None, "dataset": {"workers": [None, None], "last": 0, "live": [0, 1]}}
+    with pytest.raises(ValueError, match="for 2 workers; this loader has num_workers=3"):
+        DataLoader(StatefulStream(5), batch_size=2, num_workers=3).load_state_dict(sd)
+    with pytest.raises(ValueError, match="'live'"):
+        DataLoader(StatefulStream(5), batch_size=2, num_workers=2).load_state_dict(
+            {**sd, "dataset": {"workers": [None, None], "last": 0, "live": [1, 0]}}
+        )
 
 
 @pytest.mark.timeout(30)

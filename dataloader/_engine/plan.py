@@ -19,7 +19,8 @@ from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
-from dataloader._engine.resume import Progress, skip_items
+from dataloader._engine.resume import Progress, skip_items, stateful
+from dataloader._engine.stream_state import StatefulStreamItems
 
 __all__ = ["EpochPlan", "index_source"]
 
@@ -90,12 +91,15 @@ class EpochPlan:
         keep_alive: Any,
         progress: Progress | None = None,
         skip: int = 0,
+        stream_state: dict[str, Any] | None = None,
     ) -> EpochIterator:
         """Start one epoch (its sampler is started here, on the calling thread).
 
         ``progress`` counts the batches ``next()`` returns; ``skip`` work items are drawn and
         dropped first (a resumed epoch, ``dataloader._engine.resume``; map-style, or an
         ``IterableDataset`` with ``num_workers=0``, whose first ``skip`` batches are built).
+        ``stream_state`` resumes a stateful ``IterableDataset``'s workers
+        (``dataloader._engine.stream_state``).
 
         Raises:
             RuntimeError: ``pool`` cannot serve the epoch (shut down or busy).
@@ -105,7 +109,12 @@ class EpochPlan:
         source: MapItems | StreamItems
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
-            source = StreamItems(self.dataset, batcher, setup, self.num_workers)
+            if self.num_workers and stateful(self.dataset):
+                source = StatefulStreamItems(self.dataset, batcher, setup, self.num_workers, stream_state)
+                if progress is not None:
+                    progress.streams = source
+            else:
+                source = StreamItems(self.dataset, batcher, setup, self.num_workers)
         else:
             assert self.indices is not None
             lanes = pool.lanes if pool is not None else None
