@@ -309,15 +309,19 @@ def test_a_stateful_iterable_dataset_resumes_per_worker(num_workers, k, prefetch
         assert after == full[1]
 
 
-@pytest.mark.timeout(30)
-def test_an_iterable_dataset_without_state_and_with_workers_refuses_a_mid_epoch_state():
-    loader = DataLoader(CountingStream(11), batch_size=3, num_workers=2)
+def refused_mid_epoch(loader, error, match):
+    """``state_dict()`` one batch into an epoch raises ``error``."""
     it = iter(loader)
     take(it, 1)
-    with pytest.raises(TypeError, match="num_workers=0"):
+    with pytest.raises(error, match=match):
         loader.state_dict()
     it.close()
     loader.close()
+
+
+@pytest.mark.timeout(30)
+def test_an_iterable_dataset_without_state_and_with_workers_refuses_a_mid_epoch_state():
+    refused_mid_epoch(DataLoader(CountingStream(11), batch_size=3, num_workers=2), TypeError, "num_workers=0")
     sequential = DataLoader(CountingStream(11), batch_size=3)
     it = iter(sequential)
     take(it, 1)
@@ -338,13 +342,9 @@ def test_per_worker_states_need_the_same_num_workers():
 
 @pytest.mark.timeout(30)
 def test_in_order_false_refuses_a_mid_epoch_state():
-    loader = DataLoader(RecordingDataset(10), batch_size=2, num_workers=2, in_order=False)
-    it = iter(loader)
-    take(it, 1)
-    with pytest.raises(ValueError, match="in_order=True"):
-        loader.state_dict()
-    it.close()
-    loader.close()
+    refused_mid_epoch(
+        DataLoader(RecordingDataset(10), batch_size=2, num_workers=2, in_order=False), ValueError, "in_order=True"
+    )
 
 
 def test_a_sampler_without_a_seed_has_no_state():
