@@ -17,7 +17,6 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-import numpy as np
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.epoch import Epoch
@@ -25,7 +24,8 @@ from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions
 from dataloader._engine.plan import EpochPlan, index_source
 from dataloader._engine.handout import SharedPool
-from dataloader._rng import check_seed
+from dataloader._engine.resume import Resumer
+from dataloader._engine.seed import base_seed
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import IterableDataset
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -169,7 +169,7 @@ class DataLoader(Generic[T_co]):
         self.item_concurrency = opts.item_concurrency
         self.transform = transform
         self.generator = generator
-        self.seed = _base_seed(seed, generator)
+        self.seed = base_seed(seed, generator)
 
         shuffle = bool(shuffle)
         if self._iterable:
@@ -219,6 +219,9 @@ class DataLoader(Generic[T_co]):
         self._epoch = 0
         self._pools = SharedPool(self._plan, self)
         self._current: weakref.ref[Epoch] | None = None  # the open epoch on the shared pool
+        self._resume = Resumer(
+            None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers
+        )
         self._initialized = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -279,10 +282,14 @@ class DataLoader(Generic[T_co]):
             self._epoch += 1
             if self._own_sampler is not None:
                 self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
+            progress, skip, streams = self._resume.begin(epoch, self.dataset)
+            if length is not None:
+                length = max(0, length - progress.yielded)
             pool, owned = self._pools.for_epoch()
             try:
                 it = self._plan.start(
-                    epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self
+                    epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self,
+                    progress=progress, skip=skip, stream_state=streams,
                 )
             except BaseException:
                 if owned and pool is not None:
@@ -291,6 +298,42 @@ class DataLoader(Generic[T_co]):
             if isinstance(it, Epoch) and not owned:
                 self._current = weakref.ref(it)
             return it
+
+    # -- resume ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's position for exact resume: a small JSON-serialisable dict.
+
+        Keys ``version``, ``seed``, ``epoch``, ``yielded`` (batches ``next()`` returned or
+        raised in that epoch, counted at the consumer), ``sampler``, ``dataset``: see
+        ``dataloader._engine.resume``.  It describes the epoch started last; after its end
+        (or before any), the next one.  O(1) in the epoch's length.
+
+        Raises:
+            ValueError: mid-epoch with ``in_order=False``, or a sampler that cannot be
+                reproduced (``generator=None``).
+            TypeError: mid-epoch over an ``IterableDataset`` without ``state_dict`` /
+                ``load_state_dict`` and with ``num_workers > 0``.
+        """
+        with self._mutex():
+            return self._resume.state_dict(self.seed, self._epoch, self.dataset, in_order=self.in_order)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Resume from ``state_dict()``'s output (possibly another process's).
+
+        The next ``iter(loader)`` continues the saved epoch at its first batch not yet yielded;
+        later epochs follow as in the saved run; the saved seed replaces this loader's.
+        ``num_workers``, ``prefetch_depth`` and ``item_concurrency`` may differ.
+
+        Raises:
+            TypeError, ValueError: a malformed state, naming the bad key and value.
+        """
+        with self._mutex():
+            sd = self._resume.load(state_dict, self.dataset, workers=self.num_workers)
+            self.seed = sd["seed"]
+            if self._own_sampler is not None:
+                self._own_sampler.generator = self.seed
+            self._epoch = sd["epoch"]
 
     def close(self) -> None:
         """End the current epoch and stop the worker threads.
@@ -347,26 +390,3 @@ def _is_iterable_dataset(dataset: Any) -> bool:
         return True
     tud = sys.modules.get("torch.utils.data")
     return tud is not None and isinstance(dataset, tud.IterableDataset)
-
-
-def _base_seed(seed: int | None, generator: Any) -> int:
-    if seed is not None and generator is not None:
-        raise ValueError("pass either seed or generator, not both")
-    if generator is not None:
-        torch = sys.modules.get("torch")  # a torch.Generator exists only if torch is imported
-        if torch is not None and isinstance(generator, torch.Generator):
-            # torch's own draw of a loader's base seed: one int64 in [0, 2**63).
-            return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
-        if not isinstance(generator, np.random.Generator):
-            raise TypeError(
-                "generator must be a numpy.random.Generator, a torch.Generator or None, "
-                f"got {type(generator).__name__}"
-            )
-        return int(generator.integers(0, 2**63))
-    if seed is not None:
-        seed = check_seed(seed)
-        if seed >= 2**63:
-            raise ValueError(f"{seed=} must be < 2**63")
-        return seed
-    entropy: Any = np.random.SeedSequence().entropy
-    return int(entropy) % 2**63

@@ -18,6 +18,11 @@ index chunks (``_index_chunks()``) directly, without per-index Python work; over
 views: do not modify them.  ``dataloader._sampling.batch.iter_index_arrays(batch_sampler)`` does
 the same for any batch sampler.
 
+Resume: every sampler here (and ``BatchSampler``) has ``state_dict()`` / ``load_state_dict()``
+describing where its next ``__iter__`` starts (``{"epoch": e, "start": p}``; see
+``dataloader._sampling.state``); the permutation samplers start at ``p`` in O(1).  The loader
+uses them for ``DataLoader.state_dict()``.
+
 Thread-safety: construct and iterate a sampler on one thread (the loader's consumer thread);
 epoch claiming is locked, but an iterator must not be shared between threads.
 """

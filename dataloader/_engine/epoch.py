@@ -48,6 +48,7 @@ from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
 from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
+from dataloader._engine.resume import Progress
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
 __all__ = ["Epoch"]
@@ -155,8 +156,9 @@ class Epoch(EpochIterator):
         in_order: bool,
         keep_alive: Any = None,
         start_error: BaseException | None = None,
+        progress: Progress | None = None,
     ) -> None:
-        super().__init__(length, start_error)
+        super().__init__(length, start_error, progress)
         self._state = threading.Lock()  # guards the three flags below; never held while waiting
         self._closed = False
         self._busy = False  # a thread is inside next()
@@ -251,6 +253,7 @@ class Epoch(EpochIterator):
                 if source is None:
                     raise StopIteration
                 continue  # an ended stream: not a batch
+            self._progress.yielded += 1
             if isinstance(result, Failure):
                 result.reraise()
             return result
@@ -266,6 +269,7 @@ class Epoch(EpochIterator):
 
     def _end_of_epoch(self, k: int) -> None:
         pending, self._pending_error = self._pending_error, None
+        self._progress.done = True
         self.close()
         if pending is not None and pending[0] == k:
             raise pending[1]

@@ -149,11 +149,15 @@ class StreamItems:
             mine = worker_copy(setup.dataset, setup.persistent)
             info = worker_info(worker_id, self.owners, setup, mine)
             start_worker(worker_id, setup, info)
-            stream = Stream(None) if window.cancelled else Stream(iter(mine))
+            stream = Stream(None) if window.cancelled else Stream(iter(self._prepare(worker_id, mine)))
         except BaseException as exc:
             stream = Stream(None, Failure(exc))
         self._streams[worker_id] = stream
         return info
+
+    def _prepare(self, worker_id: int, mine: Any) -> Any:
+        """The copy worker ``worker_id`` iterates (a hook for ``_engine/stream_state.py``)."""
+        return mine
 
     def build(self, worker_id: int, item: Any) -> Any:
         stream = self._streams[worker_id]

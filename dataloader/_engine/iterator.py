@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from dataloader import _context
 from dataloader._engine.build import END, Failure
+from dataloader._engine.resume import Progress
 from dataloader._native._ring import Window
 
 __all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "forked_error"]
@@ -49,10 +50,12 @@ class EpochIterator:
     _length: int | None = None
     _start_error: BaseException | None = None
 
-    def __init__(self, length: int | None, start_error: BaseException | None) -> None:
+    def __init__(self, length: int | None, start_error: BaseException | None, progress: Progress | None) -> None:
         self._length = length
         self._start_error = start_error
         self._pid = os.getpid()
+        # Batches returned (or raised) by next() and the end, for DataLoader.state_dict().
+        self._progress = progress if progress is not None else Progress(0)
 
     def __iter__(self) -> EpochIterator:
         return self
@@ -75,6 +78,7 @@ class EpochIterator:
         """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
         if self._start_error is not None:
             exc, self._start_error = self._start_error, None
+            self._progress.done = True
             self.close()
             raise exc
 
@@ -101,8 +105,9 @@ class SequentialEpoch(EpochIterator):
         items: tuple[Callable[[], Any], Callable[[Any], Any]] | None,
         length: int | None,
         start_error: BaseException | None = None,
+        progress: Progress | None = None,
     ) -> None:
-        super().__init__(length, start_error)
+        super().__init__(length, start_error, progress)
         self._items = items
         self._inside = threading.Lock()
 
@@ -118,12 +123,15 @@ class SequentialEpoch(EpochIterator):
             try:
                 item = items[0]()
             except BaseException:  # the end, or the sampler failed: raised at its position
+                self._progress.done = True
                 self.close()
                 raise
             out = items[1](item)
             if out is END:
+                self._progress.done = True
                 self.close()
                 raise StopIteration
+            self._progress.yielded += 1
             if type(out) is Failure:
                 out.reraise()
             return out

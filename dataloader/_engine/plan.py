@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataloader._context import epoch_seed
-from dataloader._engine.build import Fetcher, StreamBatcher
+from dataloader._engine.build import END, Fetcher, StreamBatcher
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
+from dataloader._engine.resume import Progress, skip_items, stateful
+from dataloader._engine.stream_state import StatefulStreamItems
 
 __all__ = ["EpochPlan", "index_source"]
 
@@ -87,8 +89,17 @@ class EpochPlan:
         owns_pool: bool,
         length: int | None,
         keep_alive: Any,
+        progress: Progress | None = None,
+        skip: int = 0,
+        stream_state: dict[str, Any] | None = None,
     ) -> EpochIterator:
         """Start one epoch (its sampler is started here, on the calling thread).
+
+        ``progress`` counts the batches ``next()`` returns; ``skip`` work items are drawn and
+        dropped first (a resumed epoch, ``dataloader._engine.resume``; map-style, or an
+        ``IterableDataset`` with ``num_workers=0``, whose first ``skip`` batches are built).
+        ``stream_state`` resumes a stateful ``IterableDataset``'s workers
+        (``dataloader._engine.stream_state``).
 
         Raises:
             RuntimeError: ``pool`` cannot serve the epoch (shut down or busy).
@@ -98,7 +109,12 @@ class EpochPlan:
         source: MapItems | StreamItems
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
-            source = StreamItems(self.dataset, batcher, setup, self.num_workers)
+            if self.num_workers and stateful(self.dataset):
+                source = StatefulStreamItems(self.dataset, batcher, setup, self.num_workers, stream_state)
+                if progress is not None:
+                    progress.streams = source
+            else:
+                source = StreamItems(self.dataset, batcher, setup, self.num_workers)
         else:
             assert self.indices is not None
             lanes = pool.lanes if pool is not None else None
@@ -108,7 +124,7 @@ class EpochPlan:
             )
             indices: Iterator[Any] = iter(())
             try:
-                indices = self.indices()
+                indices = skip_items(self.indices(), skip)
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
             source = MapItems(indices, fetch, setup, self.num_workers)
@@ -117,11 +133,23 @@ class EpochPlan:
             if start_error is None:
                 try:
                     items = source.sequential()
+                    if self.iterable:
+                        _drop_batches(items, skip)
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(items=items, length=length, start_error=start_error)
-        assert pool is not None
+            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress)
+        assert pool is not None and (skip == 0 or not self.iterable)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
+            progress=progress,
         )
+
+
+def _drop_batches(items: tuple[Callable[[], Any], Callable[[Any], Any]], k: int) -> None:
+    # An IterableDataset without state_dict resumed with num_workers=0: its first k batches
+    # (failures included) are built again and dropped.
+    next_item, build = items
+    for _ in range(k):
+        if build(next_item()) is END:
+            return

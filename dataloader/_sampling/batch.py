@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from dataloader._indices import as_index_array
 from dataloader._sampling.base import Sampler, bool_arg, native_index_chunks, positive_int_arg
+from dataloader._sampling.state import ResumableMixin, check_state
+from dataloader._validate import check_int
 
-__all__ = ["BatchSampler", "iter_index_arrays"]
+__all__ = ["BatchSampler", "iter_index_arrays", "starts_late"]
 
 
 class BatchSampler(Sampler[list[int]]):
@@ -33,9 +36,48 @@ class BatchSampler(Sampler[list[int]]):
         self.batch_size = positive_int_arg(batch_size, "batch_size", (int,))
         self.drop_last = bool_arg(drop_last, "drop_last")
 
+    _start = 0  # batches the next iteration drops from an inner sampler that cannot start late
+
     def __iter__(self) -> Iterator[list[int]]:
         # iter(sampler) runs now, so the sampler's epoch is claimed by this call.
-        return self._batches(iter(self.sampler))
+        it = iter(self.sampler)
+        skip, self._start = self._start * self.batch_size, 0
+        if skip:
+            next(itertools.islice(it, skip, skip), None)  # fast-forward: draw and drop
+        return self._batches(it)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"sampler": the sampler's state_dict() (None if it has none), "start": 0}``: the
+        state the next ``__iter__`` starts from (``dataloader._sampling.state``)."""
+        inner = getattr(self.sampler, "state_dict", None)
+        return {"sampler": inner() if inner is not None else None, "start": self._start}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Make the next ``__iter__`` start at batch ``state_dict["start"]``.
+
+        Over a built-in sampler the sampler itself starts ``start * batch_size`` positions in
+        (O(1) for the permutation samplers).  Over another sampler its own state is loaded (when
+        saved), then the next ``__iter__`` draws and drops ``start * batch_size`` indices: the
+        cost of drawing them, without fetching any item.
+
+        Raises:
+            TypeError, ValueError: a malformed state, naming the key.
+        """
+        sd = check_state(state_dict, "BatchSampler", ("sampler", "start"))
+        start = check_int(sd["start"], "BatchSampler state 'start'", minimum=0)
+        inner_sd = sd["sampler"]
+        if inner_sd is not None:
+            if not hasattr(self.sampler, "load_state_dict"):
+                raise ValueError(
+                    f"BatchSampler state has a sampler state, but {type(self.sampler).__name__} "
+                    "has no load_state_dict"
+                )
+            self.sampler.load_state_dict(inner_sd)
+        inner = self.sampler
+        if isinstance(inner, ResumableMixin) and starts_late(inner):
+            inner._start += start * self.batch_size  # the sampler starts late itself, in O(1)
+            start = 0
+        self._start = start
 
     def _batches(self, it: Iterator[int]) -> Iterator[list[int]]:
         size = self.batch_size
@@ -61,7 +103,7 @@ class BatchSampler(Sampler[list[int]]):
             TypeError: (fallback path) a batch holds something other than integers.
         """
         chunks = native_index_chunks(self.sampler)
-        if chunks is None or type(self).__iter__ is not BatchSampler.__iter__:
+        if chunks is None or self._start or type(self).__iter__ is not BatchSampler.__iter__:
             return (as_index_array(b) for b in iter(self))
         return _rebatch(chunks(), self.batch_size, self.drop_last)
 
@@ -88,6 +130,14 @@ def _rebatch(chunks: Iterator[np.ndarray], size: int, drop_last: bool) -> Iterat
             pending, pending_n = [chunk[full_end:]], m - full_end
     if pending_n and not drop_last:
         yield np.concatenate(pending)
+
+
+def starts_late(sampler: object) -> bool:
+    """True for a built-in (batch) sampler, not a subclass, that honours a loaded ``start``
+    itself (a ``BatchSampler`` always does: over another sampler it draws and drops)."""
+    if type(sampler) is BatchSampler:
+        return True
+    return isinstance(sampler, ResumableMixin) and type(sampler).__module__.startswith("dataloader.")
 
 
 def iter_index_arrays(batch_sampler: Iterable[Sequence[int]]) -> Iterator[np.ndarray]:

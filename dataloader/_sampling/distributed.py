@@ -12,12 +12,13 @@ from dataloader._native._permute import Permutation
 from dataloader._rng import check_seed
 from dataloader._sampling.base import ChunkedSampler
 from dataloader._sampling.permute import seeded_permutation
+from dataloader._sampling.state import ResumableMixin
 from dataloader._validate import check_int, env_int
 
 __all__ = ["DistributedSampler"]
 
 
-class DistributedSampler(ChunkedSampler, native=True):
+class DistributedSampler(ResumableMixin, ChunkedSampler, native=True):
     """Restricts loading to this rank's share of the dataset (PyTorch's ``DistributedSampler``).
 
     Args:
@@ -90,13 +91,14 @@ class DistributedSampler(ChunkedSampler, native=True):
                 "DistributedSampler was created; create a new one"
             )
         order = None
+        first = self._take_start()
         if self.shuffle and n:
             order = seeded_permutation(n, self.seed, self.epoch)
-        return self._chunks(n, order)
+        return self._chunks(n, order, first)
 
-    def _chunks(self, n: int, order: Permutation | None) -> Iterator[np.ndarray]:
+    def _chunks(self, n: int, order: Permutation | None, first: int) -> Iterator[np.ndarray]:
         step = self.num_replicas
-        for start in range(0, self.num_samples, INDEX_CHUNK_ROWS):
+        for start in range(first, self.num_samples, INDEX_CHUNK_ROWS):
             stop = min(start + INDEX_CHUNK_ROWS, self.num_samples)
             positions = np.arange(start, stop, dtype=np.int64) * step + self.rank
             if self.total_size > n:

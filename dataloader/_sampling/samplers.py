@@ -22,6 +22,7 @@ from dataloader._sampling.base import (
     readonly,
 )
 from dataloader._sampling.permute import permutation_chunks, permutation_from
+from dataloader._sampling.state import ResumableMixin, skip_chunks
 
 __all__ = [
     "RandomSampler",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class SequentialSampler(ChunkedSampler, native=True):
+class SequentialSampler(ResumableMixin, ChunkedSampler, native=True):
     """Yields ``0, 1, ..., len(data_source) - 1`` in order.
 
     Args:
@@ -44,16 +45,16 @@ class SequentialSampler(ChunkedSampler, native=True):
         self.data_source = data_source
 
     def __iter__(self) -> Iterator[int]:
-        return iter(range(len(self.data_source)))
+        return iter(range(self._take_start(), len(self.data_source)))
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
-        return arange_chunks(len(self.data_source))
+        return arange_chunks(len(self.data_source), self._take_start())
 
     def __len__(self) -> int:
         return len(self.data_source)
 
 
-class RandomSampler(SeededMixin, ChunkedSampler, native=True):
+class RandomSampler(ResumableMixin, SeededMixin, ChunkedSampler, native=True):
     """Yields indices in random order, without (default) or with replacement.
 
     Without replacement each pass over ``len(data_source)`` rows is one permutation; when
@@ -106,25 +107,34 @@ class RandomSampler(SeededMixin, ChunkedSampler, native=True):
         n = len(self.data_source)
         if n <= 0:
             raise ValueError(f"RandomSampler cannot sample from an empty data_source ({n=})")
-        return self._draws(self._rng.next_rng(), n, self.num_samples)
+        skip = self._take_start()
+        return self._draws(self._rng.next_rng(), n, self.num_samples, skip)
 
-    def _draws(self, rng: np.random.Generator, n: int, k: int) -> Iterator[np.ndarray]:
+    def _draws(self, rng: np.random.Generator, n: int, k: int, skip: int) -> Iterator[np.ndarray]:
         if self.replacement:
-            for start in range(0, k, INDEX_CHUNK_ROWS):
-                size = min(INDEX_CHUNK_ROWS, k - start)
-                yield rng.integers(0, n, size=size, dtype=np.int64)
+            yield from skip_chunks(self._uniform(rng, n, k), skip)
             return
+        # Pass j covers epoch positions [j * n, j * n + its length); every pass draws its keys
+        # (the generator advances as without a skip), then starts at the skipped position.
         passes, rest = divmod(k, n)
-        for _ in range(passes):
-            yield from permutation_chunks(permutation_from(n, rng))
-        if rest:
-            yield from permutation_chunks(permutation_from(n, rng), 0, rest)
+        for j in range(passes + (rest > 0)):
+            perm = permutation_from(n, rng)
+            stop = n if j < passes else rest
+            first = min(max(skip - j * n, 0), stop)
+            if first < stop:
+                yield from permutation_chunks(perm, first, stop)
+
+    @staticmethod
+    def _uniform(rng: np.random.Generator, n: int, k: int) -> Iterator[np.ndarray]:
+        for start in range(0, k, INDEX_CHUNK_ROWS):
+            size = min(INDEX_CHUNK_ROWS, k - start)
+            yield rng.integers(0, n, size=size, dtype=np.int64)
 
     def __len__(self) -> int:
         return self.num_samples
 
 
-class SubsetRandomSampler(SeededMixin, Sampler[int]):
+class SubsetRandomSampler(ResumableMixin, SeededMixin, Sampler[int]):
     """Yields the given ``indices`` in random order, without replacement.
 
     Args:
@@ -143,17 +153,19 @@ class SubsetRandomSampler(SeededMixin, Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         rng = self._rng.next_rng()
+        start = self._take_start()
         indices = self.indices
         n = len(indices)
         if n == 0:
             return iter(())
-        return _subset(indices, permutation_chunks(permutation_from(n, rng)))
+        perm = permutation_from(n, rng)
+        return _subset(indices, permutation_chunks(perm, min(start, n)))
 
     def __len__(self) -> int:
         return len(self.indices)
 
 
-class WeightedRandomSampler(SeededMixin, ChunkedSampler, native=True):
+class WeightedRandomSampler(ResumableMixin, SeededMixin, ChunkedSampler, native=True):
     """Yields ``num_samples`` indices in ``[0, len(weights))`` drawn with probability ~ weight.
 
     Args:
@@ -195,7 +207,8 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler, native=True):
         self._cdf = readonly(cdf / cdf[-1])
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
-        return self._draws(self._rng.next_rng())
+        skip = self._take_start()
+        return skip_chunks(self._draws(self._rng.next_rng()), skip)
 
     def _draws(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         k = self.num_samples

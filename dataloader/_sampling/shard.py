@@ -10,12 +10,13 @@ import numpy as np
 from dataloader._rng import EpochRng
 from dataloader._sampling.base import ChunkedSampler, arange_chunks
 from dataloader._sampling.permute import permutation_chunks, seeded_permutation
+from dataloader._sampling.state import ResumableMixin
 from dataloader._validate import check_int, env_int
 
 __all__ = ["ShardSampler"]
 
 
-class ShardSampler(ChunkedSampler, native=True):
+class ShardSampler(ResumableMixin, ChunkedSampler, native=True):
     """Yield this rank's share of ``range(n)``, shuffled per epoch.
 
     Args:
@@ -103,17 +104,18 @@ class ShardSampler(ChunkedSampler, native=True):
         chunks = list(self._chunks(epoch))
         return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
 
-    def _chunks(self, epoch: int) -> Iterator[np.ndarray]:
+    def _chunks(self, epoch: int, first: int = 0) -> Iterator[np.ndarray]:
         n = self.stop - self.start
         if n == 0:
             return iter(())
-        return permutation_chunks(seeded_permutation(n, self.seed, epoch), offset=self.start)
+        return permutation_chunks(seeded_permutation(n, self.seed, epoch), min(first, n), offset=self.start)
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
         epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
+        first = self._take_start()
         if not self.shuffle:
-            return arange_chunks(self.stop, self.start)
-        return self._chunks(epoch)
+            return arange_chunks(self.stop, min(self.start + first, self.stop))
+        return self._chunks(epoch, first)
 
     def __repr__(self) -> str:
         return (

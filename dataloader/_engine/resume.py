@@ -1,0 +1,244 @@
+"""Exact mid-epoch resume: ``DataLoader.state_dict`` / ``load_state_dict`` (torchdata's names).
+
+What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 1):
+
+- ``"version"``: the format version;
+- ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
+- ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
+- ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
+  exception raised by ``next()`` for a batch counts as a position seen; batches the workers
+  had built ahead (prefetched) but ``next()`` had not returned are not counted, so they are
+  built again after resume: never lost, never repeated;
+- ``"sampler"``: the (batch) sampler's ``state_dict()`` as it was when that epoch started
+  (None when it has none; see ``dataloader._sampling.state``);
+- ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
+  none).
+
+Nothing is recorded per batch: each epoch iterator counts the batches it returns in a
+``Progress`` (one integer increment per ``next()``) and the loader keeps the ``Progress`` of
+the epoch it started last, and the sampler state of that epoch's start (one ``state_dict()``
+call per epoch).  ``state_dict()`` is therefore O(1) in the epoch's length.
+
+How the next ``iter(loader)`` resumes epoch ``e`` at batch ``k``: the epoch number is ``e``
+(so worker seeds and ``item_rng`` are that epoch's); a built-in (batch) sampler loads its
+epoch-start state with ``start = k`` and starts there in O(1)
+(``dataloader._sampling.state``); any other sampler with ``load_state_dict`` loads its saved
+state, and its first ``k`` index batches are drawn and dropped (the cost of drawing them, no
+item is fetched); a sampler without ``state_dict`` must itself repeat the epoch's order (a
+seeded sampler driven by ``set_epoch``), and its first ``k`` batches are drawn and dropped too.
+
+``IterableDataset``: with ``num_workers=0`` the consumer iterates the dataset itself, so the
+dataset's own ``state_dict()`` at the call is exact: it is saved, loaded, and the stream goes on
+from it (nothing is skipped); a dataset without ``state_dict`` is resumed by building and
+dropping the first ``k`` batches of the new epoch (its items are read again).  With
+``num_workers > 0`` each worker iterates its own copy ahead of the consumer: a dataset with
+``state_dict`` / ``load_state_dict`` is resumed per worker (``"dataset"`` is then
+``{"workers": [...], "last": w, "live": [...]}``, saved and loaded with the same
+``num_workers``; ``dataloader._engine.stream_state`` says what is saved and when); without
+them a mid-epoch state is refused (``TypeError``); a state at an epoch boundary is fine.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+from dataloader._sampling.batch import starts_late
+from dataloader._sampling.state import check_state
+from dataloader._validate import check_int
+
+__all__ = ["STATE_VERSION", "Progress", "Resumer", "skip_items", "stateful"]
+
+STATE_VERSION = 1
+_KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
+
+
+class Progress:
+    """Where the consumer is in one epoch: batches returned by ``next()`` and whether it ended.
+
+    Written only by the epoch's consumer thread (``next()`` is never run by two threads at
+    once); read by ``DataLoader.state_dict`` from any thread (plain int and bool reads).
+    """
+
+    __slots__ = ("epoch", "yielded", "done", "streams")
+
+    def __init__(self, epoch: int, yielded: int = 0) -> None:
+        self.epoch = epoch
+        self.yielded = yielded
+        self.done = False
+        self.streams: Any = None  # a StatefulStreamItems: per-worker dataset states
+
+
+def stateful(dataset: Any) -> bool:
+    """The dataset has both ``state_dict`` and ``load_state_dict``."""
+    return hasattr(dataset, "state_dict") and hasattr(dataset, "load_state_dict")
+
+
+def skip_items(items: Iterator[Any], k: int) -> Iterator[Any]:
+    """``items`` after drawing and dropping its first ``k`` (raises what drawing raises)."""
+    if k:
+        next(itertools.islice(items, k, k), None)
+    return items
+
+
+class Resumer:
+    """A loader's resume bookkeeping: the last epoch's ``Progress``, its start state, and a
+    state loaded for the next epoch.
+
+    Args:
+        sampler: what yields the epoch's work items (the batch sampler, or the sampler with
+            ``batch_size=None``), or None for an ``IterableDataset``.
+        workers: the loader's ``num_workers``.
+    """
+
+    def __init__(self, sampler: Any, workers: int) -> None:
+        self._sampler = sampler
+        self._streams = sampler is None and workers > 0  # per-worker iterable states
+        self._progress: Progress | None = None
+        self._start_state: Any = None  # the sampler's state when the last epoch started
+        self._start_error: Exception | None = None  # its state_dict() raised
+        self._pending: dict[str, Any] | None = None  # loaded, for the next epoch
+
+    # -- epochs --------------------------------------------------------------------------
+
+    def begin(self, epoch: int, dataset: Any) -> tuple[Progress, int, dict[str, Any] | None]:
+        """Called by ``iter(loader)`` under the loader's lock before the sampler starts.
+
+        Returns the epoch's ``Progress``, the work items the epoch must draw and drop (0 when
+        the sampler starts late itself) and the per-worker iterable state to resume, if any.
+        """
+        pending, self._pending = self._pending, None
+        sampler = self._sampler
+        self._start_error = None
+        skip, streams = 0, None
+        if pending is not None:
+            self._start_state = pending["sampler"]
+            if self._streams and pending["yielded"]:
+                streams = pending["dataset"]  # loaded by each worker into its copy
+            elif pending["dataset"] is not None:
+                dataset.load_state_dict(pending["dataset"])
+            # Drawn and dropped: what neither the sampler (load) nor the dataset's state resumed.
+            if not (starts_late(sampler) and self._start_state is not None):
+                if not (sampler is None and pending["dataset"] is not None):
+                    skip = pending["yielded"]
+        elif hasattr(sampler, "state_dict"):
+            try:
+                self._start_state = sampler.state_dict()
+            except Exception as exc:  # raised again by DataLoader.state_dict()
+                self._start_state, self._start_error = None, exc
+        else:
+            self._start_state = None
+        self._progress = Progress(epoch, pending["yielded"] if pending is not None else 0)
+        return self._progress, skip, streams
+
+    # -- saving and loading ----------------------------------------------------------------
+
+    def state_dict(self, seed: int, next_epoch: int, dataset: Any, *, in_order: bool) -> dict[str, Any]:
+        """The loader's state (module docstring).
+
+        Raises:
+            ValueError: mid-epoch with ``in_order=False`` (batches came in completion order),
+                or the sampler's ``state_dict()`` raised (a sampler without a seed).
+            TypeError: mid-epoch over an ``IterableDataset`` without ``state_dict`` /
+                ``load_state_dict`` and with ``num_workers > 0``.
+        """
+        if self._pending is not None:  # loaded and not started yet: saving gives it back
+            return dict(self._pending)
+        progress = self._progress
+        if progress is None or progress.done:
+            epoch = next_epoch if progress is None else progress.epoch + 1
+            sampler_state = None
+            if self._sampler is not None and hasattr(self._sampler, "state_dict"):
+                sampler_state = self._sampler.state_dict()
+            return _state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
+        if self._start_error is not None:
+            raise self._start_error
+        if not progress.yielded:
+            return _state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
+        if not in_order:
+            raise ValueError(
+                "state_dict() in the middle of an epoch needs in_order=True: with in_order=False "
+                "batches come in completion order, so no position describes what was yielded"
+            )
+        if not self._streams:
+            return _state(seed, progress.epoch, progress.yielded, self._start_state, _dataset_state(dataset))
+        if progress.streams is None:
+            raise TypeError(
+                "state_dict() in the middle of an epoch over an IterableDataset without "
+                "state_dict/load_state_dict needs num_workers=0: each worker iterates its own copy "
+                "ahead of the consumer; give the dataset state_dict/load_state_dict, or save at an "
+                "epoch boundary"
+            )
+        return _state(seed, progress.epoch, progress.yielded, None, progress.streams.state())
+
+    def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
+        """Validate ``sd`` and apply its sampler state; the rest applies to the next epoch.
+
+        Raises:
+            TypeError: ``sd`` is not a dict or a value has the wrong type (naming the key); a
+                saved dataset state for a dataset without ``load_state_dict``; an
+                ``IterableDataset`` without them, mid-epoch, with ``num_workers > 0``.
+            ValueError: a missing or unknown key, an unknown version, a value out of range, or
+                per-worker iterable states saved with another ``num_workers``.
+        """
+        sd = check_state(sd, "DataLoader", _KEYS)
+        if sd["version"] != STATE_VERSION:
+            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not {STATE_VERSION} (unknown format)")
+        seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
+        epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
+        yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
+        if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
+            raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
+        if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
+            raise TypeError(
+                f"DataLoader state 'sampler' holds a sampler state, but {type(self._sampler).__name__} "
+                "has no load_state_dict"
+            )
+        if sd["dataset"] is not None and not hasattr(dataset, "load_state_dict"):
+            raise TypeError(
+                f"DataLoader state 'dataset' holds a dataset state, but {type(dataset).__name__} "
+                "has no load_state_dict"
+            )
+        if self._streams and yielded:
+            if sd["dataset"] is None:
+                raise TypeError(
+                    "resuming an IterableDataset in the middle of an epoch with "
+                    f"num_workers={workers} needs per-worker dataset states (a dataset with "
+                    "state_dict/load_state_dict), or num_workers=0"
+                )
+            _check_streams(sd["dataset"], workers)
+        checked = _state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
+            if starts_late(self._sampler):
+                self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
+            else:
+                self._sampler.load_state_dict(sd["sampler"])
+        self._pending = checked
+        return checked
+
+
+def _dataset_state(dataset: Any) -> Any:
+    return dataset.state_dict() if hasattr(dataset, "state_dict") else None
+
+
+def _check_streams(state: object, workers: int) -> None:
+    sd = check_state(state, "DataLoader 'dataset' (per-worker iterable)", ("workers", "last", "live"))
+    saved = sd["workers"]
+    if not isinstance(saved, list) or len(saved) != workers:
+        got = len(saved) if isinstance(saved, list) else type(saved).__name__
+        raise ValueError(
+            f"DataLoader state 'dataset' holds per-worker states for {got} workers; this loader "
+            f"has num_workers={workers}: resume an IterableDataset with the same num_workers"
+        )
+    check_int(sd["last"], "DataLoader state 'dataset' 'last'", minimum=-1, maximum=workers - 1)
+    live = sd["live"]
+    if not isinstance(live, list) or any(
+        check_int(w, "DataLoader state 'dataset' 'live' item", minimum=0, maximum=workers - 1) != w for w in live
+    ) or live != sorted(set(live)):
+        raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
+
+
+def _state(seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
+    return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
+            "sampler": sampler, "dataset": dataset}
