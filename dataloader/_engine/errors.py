@@ -26,8 +26,9 @@ def timeout_error(timeout_s: float, detail: str) -> LoaderTimeoutError:
     says which batch (``detail``, e.g. ``"batch 3 was not ready"``) and the
     option that set the limit.
     """
+    seconds = f"{timeout_s:g}"  # torch prints the user's number: timeout=1 -> "1 seconds"
     return LoaderTimeoutError(
-        f"DataLoader timed out after {timeout_s} seconds: {detail} (timeout={timeout_s} s)"
+        f"DataLoader timed out after {seconds} seconds: {detail} (timeout={seconds} s)"
     )
 
 
