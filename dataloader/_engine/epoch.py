@@ -48,6 +48,7 @@ from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
 from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
+from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
 __all__ = ["Epoch"]
@@ -141,6 +142,7 @@ class Epoch(EpochIterator):
         in_order: False yields batches in completion order.
         keep_alive: kept referenced until ``close()`` (the loader, as torch's iterator does).
         start_error: the exception that stopped the epoch from starting, or None.
+        stats: the epoch's statistics (the consumer records its waits here).
     """
 
     def __init__(
@@ -155,8 +157,9 @@ class Epoch(EpochIterator):
         in_order: bool,
         keep_alive: Any = None,
         start_error: BaseException | None = None,
+        stats: EpochStats | None = None,
     ) -> None:
-        super().__init__(length, start_error)
+        super().__init__(length, start_error, stats)
         self._state = threading.Lock()  # guards the three flags below; never held while waiting
         self._closed = False
         self._busy = False  # a thread is inside next()
@@ -229,6 +232,8 @@ class Epoch(EpochIterator):
 
     def _next(self) -> Any:
         window, shared = self._window, self._shared
+        self.stats.consumer.begin()
+        in_flight = window.claimed - window.base
         while True:
             k = window.base
             if k == window.published:
@@ -251,6 +256,7 @@ class Epoch(EpochIterator):
                 if source is None:
                     raise StopIteration
                 continue  # an ended stream: not a batch
+            self.stats.consumer.delivered(in_flight)
             if isinstance(result, Failure):
                 result.reraise()
             return result

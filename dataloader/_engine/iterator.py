@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from dataloader import _context
 from dataloader._engine.build import END, Failure
+from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
 
 __all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "forked_error"]
@@ -49,10 +50,11 @@ class EpochIterator:
     _length: int | None = None
     _start_error: BaseException | None = None
 
-    def __init__(self, length: int | None, start_error: BaseException | None) -> None:
+    def __init__(self, length: int | None, start_error: BaseException | None, stats: EpochStats | None) -> None:
         self._length = length
         self._start_error = start_error
         self._pid = os.getpid()
+        self.stats = stats if stats is not None else EpochStats(0, 0)  # recorders of this epoch
 
     def __iter__(self) -> EpochIterator:
         return self
@@ -93,6 +95,7 @@ class SequentialEpoch(EpochIterator):
             None when the epoch could not start.
         length: ``len()`` of the epoch, or None.
         start_error: the exception that stopped the epoch from starting, or None.
+        stats: the epoch's statistics (``build`` records into its recorder 0).
     """
 
     def __init__(
@@ -101,8 +104,10 @@ class SequentialEpoch(EpochIterator):
         items: tuple[Callable[[], Any], Callable[[Any], Any]] | None,
         length: int | None,
         start_error: BaseException | None = None,
+        stats: EpochStats | None = None,
     ) -> None:
-        super().__init__(length, start_error)
+        super().__init__(length, start_error, stats)
+        self._consumer = self.stats.consumer
         self._items = items
         self._inside = threading.Lock()
 
@@ -115,6 +120,7 @@ class SequentialEpoch(EpochIterator):
             items = self._items  # close() may run on another thread
             if items is None:
                 raise StopIteration
+            self._consumer.begin()
             try:
                 item = items[0]()
             except BaseException:  # the end, or the sampler failed: raised at its position
@@ -124,6 +130,7 @@ class SequentialEpoch(EpochIterator):
             if out is END:
                 self.close()
                 raise StopIteration
+            self._consumer.delivered(0)
             if type(out) is Failure:
                 out.reraise()
             return out

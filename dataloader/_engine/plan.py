@@ -19,6 +19,7 @@ from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
+from dataloader._engine.stats import EpochStats
 
 __all__ = ["EpochPlan", "index_source"]
 
@@ -95,10 +96,11 @@ class EpochPlan:
         """
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         start_error: BaseException | None = None
+        stats = EpochStats(epoch_key[1], self.num_workers)
         source: MapItems | StreamItems
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
-            source = StreamItems(self.dataset, batcher, setup, self.num_workers)
+            source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
         else:
             assert self.indices is not None
             lanes = pool.lanes if pool is not None else None
@@ -111,7 +113,7 @@ class EpochPlan:
                 indices = self.indices()
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
-            source = MapItems(indices, fetch, setup, self.num_workers)
+            source = MapItems(indices, fetch, setup, self.num_workers, stats)
         if self.num_workers == 0:
             items = None
             if start_error is None:
@@ -119,9 +121,10 @@ class EpochPlan:
                     items = source.sequential()
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(items=items, length=length, start_error=start_error)
+            return SequentialEpoch(items=items, length=length, start_error=start_error, stats=stats)
         assert pool is not None
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
+            stats=stats,
         )
