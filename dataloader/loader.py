@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.autotune import resolve_auto
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions
@@ -57,6 +58,12 @@ class DataLoader(Generic[T_co]):
             ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
         num_workers: worker threads; 0 builds every batch on the calling thread
             inside ``next()``.  Threads are created on the first epoch and kept.
+            ``"auto"`` (map-style datasets): start with one worker and admit more,
+            up to the CPUs this process may use (at most 16), while the consumer
+            waits and throughput rises; the count settles within the first epoch
+            and is kept (rules: ``dataloader._engine.autotune``).  Batches are the
+            same as with any fixed count; ``get_worker_info().num_workers`` is the
+            pool's size.
         collate_fn: turns a list of items into a batch; default
             ``default_collate`` (NumPy arrays), or ``default_convert`` with
             ``batch_size=None``.
@@ -89,6 +96,7 @@ class DataLoader(Generic[T_co]):
         prefetch_depth: batches allowed beyond one per worker: at most
             ``num_workers + prefetch_depth`` batches are being built or wait.  Raise
             it when batch times vary a lot; each batch held costs its memory.
+            ``"auto"``: ``max(2, number of worker threads)``.
         item_concurrency: threads fetching the items of one batch (>= 1).  Useful
             when items wait on I/O or per-item work dominates; ``__getitems__`` is
             then not used.
@@ -127,7 +135,7 @@ class DataLoader(Generic[T_co]):
         shuffle: bool | None = False,
         sampler: Sampler[Any] | Iterable[Any] | None = None,
         batch_sampler: Iterable[Any] | None = None,
-        num_workers: int = 0,
+        num_workers: int | str = 0,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         drop_last: bool = False,
@@ -138,16 +146,17 @@ class DataLoader(Generic[T_co]):
         prefetch_factor: int | None = None,
         persistent_workers: bool = False,
         in_order: bool = True,
-        prefetch_depth: int = DEFAULT_PREFETCH_DEPTH,
+        prefetch_depth: int | str = DEFAULT_PREFETCH_DEPTH,
         item_concurrency: int = 1,
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
     ) -> None:
+        auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, _is_iterable_dataset(dataset))
         opts = LoaderOptions(
-            batch_size=batch_size, shuffle=shuffle, num_workers=num_workers, pin_memory=pin_memory,
+            batch_size=batch_size, shuffle=shuffle, num_workers=auto_workers, pin_memory=pin_memory,
             drop_last=drop_last, timeout=timeout, prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers, in_order=in_order,
-            prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
+            prefetch_depth=auto_depth, item_concurrency=item_concurrency,
         )
         for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn), ("transform", transform)):
             if fn is not None and not callable(fn):
@@ -159,14 +168,14 @@ class DataLoader(Generic[T_co]):
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
                 f"got {type(dataset).__name__}"
             )
-        self.num_workers = opts.num_workers
+        self.num_workers = num_workers if tuner is not None else opts.num_workers  # "auto" stays "auto"
         self.prefetch_factor = prefetch_factor
         self.pin_memory = opts.pin_memory
         self.timeout = opts.timeout
         self.worker_init_fn = worker_init_fn
         self.persistent_workers = opts.persistent_workers
         self.in_order = opts.in_order
-        self.prefetch_depth = opts.prefetch_depth
+        self.prefetch_depth = opts.prefetch_depth  # "auto" resolved (see dataloader._engine.autotune)
         self.item_concurrency = opts.item_concurrency
         self.transform = transform
         self.generator = generator
@@ -210,7 +219,7 @@ class DataLoader(Generic[T_co]):
             timeout_s=float(opts.timeout), in_order=opts.in_order, batch_size=batch_size,
             drop_last=self.drop_last, auto_collation=self._auto_collation, collate_fn=collate_fn,
             transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
-            item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(),
+            item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(opts.num_workers), tuner=tuner,
             indices=None if self._iterable else index_source(dataset, self._auto_collation, sampler, batch_sampler),
         )
         # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a
@@ -229,13 +238,13 @@ class DataLoader(Generic[T_co]):
             raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
         super().__setattr__(name, value)
 
-    def _num_lanes(self) -> int:
+    def _num_lanes(self, num_workers: int) -> int:
         # Lanes fetch the items of one map-style batch (an IterableDataset has no item
         # indices); a batch never uses more than batch_size - 1 helpers.
         per_batch = self.item_concurrency
         if self.batch_size is not None:
             per_batch = min(per_batch, self.batch_size)
-        return 0 if self._iterable else max(self.num_workers, 1) * (per_batch - 1)
+        return 0 if self._iterable else max(num_workers, 1) * (per_batch - 1)
 
     # -- length --------------------------------------------------------------------
 

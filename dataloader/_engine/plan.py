@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataloader._context import epoch_seed
+from dataloader._engine.autotune import AutoTuner
 from dataloader._engine.build import Fetcher, StreamBatcher
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
@@ -55,6 +56,8 @@ class EpochPlan:
         item_concurrency: lanes per map-style batch.
         num_lanes: lane helper threads a pool needs (0 for none).
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
+        tuner: picks the active workers for ``num_workers="auto"`` (``num_workers`` is
+            then the pool's size), else None.
     """
 
     dataset: Any
@@ -73,6 +76,7 @@ class EpochPlan:
     item_concurrency: int
     num_lanes: int
     indices: Callable[[], Iterator[Any]] | None
+    tuner: AutoTuner | None = None
 
     def new_pool(self) -> WorkerPool | None:
         """A pool for this plan's epochs, or None when they need no thread."""
@@ -126,5 +130,5 @@ class EpochPlan:
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
-            stats=stats,
+            stats=stats, tune=self.tuner.for_epoch(stats.consumer) if self.tuner is not None else None,
         )
