@@ -308,7 +308,7 @@ class DataLoader(Generic[T_co]):
     def stats(self) -> LoaderStats | None:
         """Statistics of the last epoch started (current or finished), or None before the first.
 
-        Always recorded (about 0.5 us per batch); each read takes a new snapshot
+        Always recorded (0.2-0.5 us per batch); each read takes a new snapshot
         (``LoaderStats``: batches delivered, consumer wait, worker fetch/transform/
         collate seconds, batches in flight, build-time percentiles).  With several
         epochs open at once, the one started last.  Thread-safety: any thread, any time.
