@@ -6,6 +6,7 @@ for map-style and for iterable epochs (both run on the one engine)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 import numpy as np
@@ -26,16 +27,29 @@ class BatchedRecording(RecordingDataset):
         return [self[i] for i in indices]
 
 
+_EAGER_LOCK = threading.Lock()
+_eager_users = 0
+_eager_saved: tuple = ()
+
+
 @contextlib.contextmanager
 def eager_autotune():
     """``num_workers="auto"`` deciding after every batch, on a pool of 4: short epochs then
-    admit and withdraw workers mid-epoch (a hypothesis test cannot take monkeypatch)."""
-    saved = autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers
-    autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = 0.0, 1, lambda: 4
+    admit and withdraw workers mid-epoch (a hypothesis test cannot take monkeypatch).
+    Reference-counted under a lock: copies of this test may run at once (pytest-run-parallel)."""
+    global _eager_users, _eager_saved
+    with _EAGER_LOCK:
+        if _eager_users == 0:
+            _eager_saved = autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers
+            autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = 0.0, 1, lambda: 4
+        _eager_users += 1
     try:
         yield
     finally:
-        autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = saved
+        with _EAGER_LOCK:
+            _eager_users -= 1
+            if _eager_users == 0:
+                autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = _eager_saved
 
 
 def _normalise(out):
