@@ -27,6 +27,7 @@ if SANITIZE:
 # name -> (language, extra compile args)
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
+    "_stats": ("c++", ["-std=c++17"]),
     "_rowcopy": ("c", []),
     "_gather": ("c", []),
     "_imgcopy": ("c", []),

@@ -27,9 +27,11 @@ Workloads (``--rows`` / ``--items`` shrink them; ``--quick`` = 100,000 rows, 2,0
   ``numpy.asarray``.  Ours with 0, 1 and 2 workers; torch with 0 and 2 worker
   processes.
 
-Every figure is the median of 3 timed epochs after one warm-up epoch (which also
-starts torch's worker processes: ``persistent_workers=True``, fork start method),
-from ONE run.  On a shared 2-core machine absolute figures move by +-20% with
+Ours run with 0, 1, 2 and ``"auto"`` workers (``"auto"`` settles in the warm-up
+epoch).  The contenders of one workload are timed round-robin: one warm-up epoch
+each (which also starts torch's worker processes: ``persistent_workers=True``,
+fork start method), then 3 rounds of one epoch each; every figure is the median,
+from ONE run.  The last table gives every issue-12 figure as a ratio.  On a shared 2-core machine absolute figures move by +-20% with
 other load; compare the ratios within a table.
 """
 
@@ -73,22 +75,48 @@ class Row:
     note: str = ""
 
 
-def median_epoch_s(epoch: Callable[[], int], epochs: int) -> tuple[float, int]:
-    """Run one warm-up epoch, then ``epochs`` timed ones; (median seconds, items per epoch)."""
-    items = epoch()
-    times = []
-    for _ in range(epochs):
-        t0 = time.perf_counter()
-        items = epoch()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), items
+Contender = tuple[str, Callable[[], tuple[Callable[[], int], Callable[[], None]]], str]
+"""(method, make() -> (epoch, close), note): what ``interleaved`` times."""
 
 
-def measure(method: str, epoch: Callable[[], int], epochs: int, note: str = "") -> Row:
-    seconds, items = median_epoch_s(epoch, epochs)
-    row = Row(method, items / seconds, note)
-    print(f"  {method}: {row.items_per_s:,.0f} items/s", file=sys.stderr, flush=True)
-    return row
+def interleaved(contenders: list[Contender], epochs: int) -> list[Row]:
+    """Time every contender's epochs round-robin (one warm-up each, then ``epochs`` rounds),
+    so load that comes and goes hits all of them alike; median seconds per contender."""
+    made = []
+    try:
+        for method, make, note in contenders:
+            epoch, close = make()
+            made.append((method, epoch, close, note))
+        items = [epoch() for _, epoch, _, _ in made]  # warm-up ("auto" settles here)
+        times: list[list[float]] = [[] for _ in made]
+        for _ in range(epochs):
+            for i, (_, epoch, _, _) in enumerate(made):
+                t0 = time.perf_counter()
+                epoch()
+                times[i].append(time.perf_counter() - t0)
+    finally:
+        for _, _, close, _ in made:
+            close()
+    out = []
+    for (method, _, _, note), n, ts in zip(made, items, times):
+        out.append(Row(method, n / statistics.median(ts), note))
+        print(f"  {method}: {out[-1].items_per_s:,.0f} items/s", file=sys.stderr, flush=True)
+    return out
+
+
+def plain(epoch: Callable[[], int]) -> Callable[[], tuple[Callable[[], int], Callable[[], None]]]:
+    return lambda: (epoch, lambda: None)
+
+
+def loader_contender(make: Callable[[], object]) -> Callable[[], tuple[Callable[[], int], Callable[[], None]]]:
+    def start() -> tuple[Callable[[], int], Callable[[], None]]:
+        loader = make()
+        return (lambda: drain(loader)), getattr(loader, "close", lambda: None)
+
+    return start
+
+
+WORKERS = (0, 1, 2, "auto")
 
 
 def drain(loader: object) -> int:
@@ -103,17 +131,6 @@ def drain(loader: object) -> int:
 def torch_columns(batch: object) -> list[object]:
     """torch ``collate_fn`` for a ``BatchedItems`` from ``__getitems__``: columns as tensors."""
     return [torch.from_numpy(c) for c in batch.columns]  # type: ignore[attr-defined]
-
-
-def run_loader(make: Callable[[], object], epochs: int, method: str, note: str = "") -> Row:
-    """Time a loader built by ``make`` and shut it down (our threads / torch's processes)."""
-    loader = make()
-    try:
-        return measure(method, lambda: drain(loader), epochs, note)
-    finally:
-        close = getattr(loader, "close", None)
-        if close is not None:
-            close()
 
 
 def torch_loader(
@@ -144,37 +161,20 @@ def w1(rows: int, epochs: int, use_torch: bool) -> list[Row]:
             n += len(x[perm[i : i + BATCH_W12]])
         return n
 
-    out = [measure("NumPy loop x[perm[i:i+256]]", numpy_epoch, epochs, "baseline")]
     ds = ArrayDataset(x)
-    for w in (0, 2):
-        out.append(
-            run_loader(
-                lambda w=w: DataLoader(
-                    ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0
-                ),
-                epochs,
-                f"dataloader ArrayDataset, {w} workers",
-            )
-        )
+    cs: list[Contender] = [("NumPy loop x[perm[i:i+256]]", plain(numpy_epoch), "baseline")]
+    for w in WORKERS:
+        make = lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0)  # noqa: E731
+        cs.append((f"dataloader ArrayDataset, {w} workers", loader_contender(make), ""))
     if use_torch:
         tds = tud.TensorDataset(torch.from_numpy(x))
         for w in (0, 2):
-            out.append(
-                run_loader(
-                    lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns),
-                    epochs,
-                    f"torch ArrayDataset (__getitems__), {w} workers",
-                )
-            )
+            make = lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns)  # noqa: E731
+            cs.append((f"torch ArrayDataset (__getitems__), {w} workers", loader_contender(make), ""))
         for w in (0, 2):
-            out.append(
-                run_loader(
-                    lambda w=w: torch_loader(tds, BATCH_W12, w, True),
-                    epochs,
-                    f"torch TensorDataset, {w} workers",
-                )
-            )
-    return out
+            make = lambda w=w: torch_loader(tds, BATCH_W12, w, True)  # noqa: E731
+            cs.append((f"torch TensorDataset, {w} workers", loader_contender(make), ""))
+    return interleaved(cs, epochs)
 
 
 # -- W2 ------------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def w2(rows: int, epochs: int, use_torch: bool) -> list[Row]:
                 n += len(mm[perm[i : i + BATCH_W12]])
             return n
 
-        out = [measure("numpy.memmap fancy indexing", memmap_epoch, epochs, "baseline")]
+        cs: list[Contender] = [("numpy.memmap fancy indexing", plain(memmap_epoch), "baseline")]
         fd = os.open(path, os.O_RDONLY)
         row_bytes = (D + 1) * 8
 
@@ -218,38 +218,20 @@ def w2(rows: int, epochs: int, use_torch: bool) -> list[Row]:
                 n += len(np.frombuffer(raw, dtype="<f8").reshape(-1, D + 1))
             return n
 
-        try:
-            out.append(
-                measure(
-                    "os.pread per row (Python loop)",
-                    pread_epoch,
-                    epochs,
-                    f"first {PREAD_BATCHES} batches",
-                )
-            )
-        finally:
-            os.close(fd)
+        cs.append(("os.pread per row (Python loop)", plain(pread_epoch), f"first {PREAD_BATCHES} batches"))
         ds = NdfDataset(path)
-        for w in (0, 2):
-            out.append(
-                run_loader(
-                    lambda w=w: DataLoader(
-                        ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0
-                    ),
-                    epochs,
-                    f"dataloader NdfDataset, {w} workers",
-                )
-            )
+        for w in WORKERS:
+            make = lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0)  # noqa: E731
+            cs.append((f"dataloader NdfDataset, {w} workers", loader_contender(make), ""))
         if use_torch:
             for w in (0, 2):
-                out.append(
-                    run_loader(
-                        lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns),
-                        epochs,
-                        f"torch NdfDataset (__getitems__), {w} workers",
-                    )
-                )
-        ds.close()
+                make = lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns)  # noqa: E731
+                cs.append((f"torch NdfDataset (__getitems__), {w} workers", loader_contender(make), ""))
+        try:
+            out = interleaved(cs, epochs)
+        finally:
+            os.close(fd)
+            ds.close()
     return out
 
 
@@ -281,23 +263,15 @@ def w3(items: int, epochs: int, use_torch: bool) -> list[Row]:
             n += len(np.asarray([ds[j] for j in range(i, min(items, i + BATCH_W3))]))
         return n
 
-    out = [measure("plain loop [ds[i] for i in batch]", plain_epoch, epochs, "baseline")]
-    for w in (0, 1, 2):
-        out.append(
-            run_loader(
-                lambda w=w: DataLoader(ds, batch_size=BATCH_W3, num_workers=w),
-                epochs,
-                f"dataloader, {w} workers",
-            )
-        )
+    cs: list[Contender] = [("plain loop [ds[i] for i in batch]", plain(plain_epoch), "baseline")]
+    for w in WORKERS:
+        make = lambda w=w: DataLoader(ds, batch_size=BATCH_W3, num_workers=w)  # noqa: E731
+        cs.append((f"dataloader, {w} workers", loader_contender(make), ""))
     if use_torch:
         for w in (0, 2):
-            out.append(
-                run_loader(
-                    lambda w=w: torch_loader(ds, BATCH_W3, w, False), epochs, f"torch, {w} workers"
-                )
-            )
-    return out
+            make = lambda w=w: torch_loader(ds, BATCH_W3, w, False)  # noqa: E731
+            cs.append((f"torch, {w} workers", loader_contender(make), ""))
+    return interleaved(cs, epochs)
 
 
 # -- report --------------------------------------------------------------------------------
@@ -359,6 +333,24 @@ def table(title: str, rows: list[Row]) -> Iterator[str]:
         yield f"| {r.method} | {r.items_per_s:,.0f} | {r.items_per_s / base:.2f}x | {r.note} |"
 
 
+def issue12(results: dict[str, list[Row]]) -> Iterator[str]:
+    """Every issue-12 figure of this run as a ratio: per workload, each worker setting to the
+    baseline and to 0 workers, and "auto" to the best fixed count measured here (0, 1, 2)."""
+    yield "\n### Issue 12 figures (ratios from this run)\n"
+    yield "| workload | vs baseline: 0 / 1 / 2 / auto workers | vs 0 workers: 1 / 2 / auto | auto / best fixed |"
+    yield "|---|---|---|---:|"
+    for key, rows in results.items():
+        ours = {r.method.rsplit(", ", 1)[-1].split()[0]: r.items_per_s for r in rows if r.method.startswith("dataloader")}
+        base = rows[0].items_per_s
+        if "0" not in ours:
+            continue
+        fixed = [ours[w] for w in ("0", "1", "2") if w in ours]
+        to_base = " / ".join(f"{ours[w] / base:.2f}x" for w in ("0", "1", "2", "auto") if w in ours)
+        to_zero = " / ".join(f"{ours[w] / ours['0']:.2f}x" for w in ("1", "2", "auto") if w in ours)
+        auto = f"{ours['auto'] / max(fixed):.2f}x" if "auto" in ours else "-"
+        yield f"| {key} | {to_base} | {to_zero} | {auto} |"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -410,10 +402,13 @@ def main(argv: list[str] | None = None) -> int:
             lambda: w3(args.items, args.epochs, use_torch),
         ),
     ]
+    results: dict[str, list[Row]] = {}
     for key, title, run in workloads:
         if key in only:
             print(f"{title} ...", file=sys.stderr, flush=True)
-            lines += table(title, run())
+            results[key] = run()
+            lines += table(title, results[key])
+    lines += issue12(results)
     print("\n".join(lines))
     return 0
 

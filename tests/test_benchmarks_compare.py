@@ -34,3 +34,31 @@ def test_compare_prints_every_workload_table():
     assert [
         r[2] for r in rows if r[0].startswith(("NumPy loop", "numpy.memmap", "plain loop"))
     ] == ["1.00"] * 3
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_compare_prints_auto_rows_and_the_issue12_ratios():
+    done = run_python(
+        "benchmarks/compare.py", "--rows", "3000", "--items", "300", "--epochs", "1", "--only", "W1,W3",
+        "--no-torch", timeout=280,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "dataloader ArrayDataset, auto workers" in out and "dataloader, 1 workers" in out
+    assert "### Issue 12 figures" in out
+    ratios = re.findall(r"^\| (W\d) \| (.+?) \| (.+?) \| ([\d.]+)x \|$", out, re.M)
+    assert [r[0] for r in ratios] == ["W1", "W3"]
+    assert all(len(r[1].split(" / ")) == 4 and len(r[2].split(" / ")) == 3 for r in ratios)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_scaling_prints_one_row_per_worker_count():
+    done = run_python(
+        "benchmarks/scaling.py", "--max-workers", "3", "--rows", "2000", "--items", "200", "--epochs", "1",
+        "--only", "W1,W3", timeout=280,
+    )
+    assert done.returncode == 0, done.stderr
+    labels = re.findall(r"^\| (\d+|auto \(settled on \d+ of \d+\)) \| [\d,]+ \|", done.stdout, re.M)
+    assert [label.split()[0] for label in labels] == ["0", "1", "2", "3", "auto"] * 2

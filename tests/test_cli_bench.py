@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -91,3 +92,38 @@ def test_bench_bad_files(tmp_path, capsys):
         pass
     assert main(["bench", str(tmp_path / "empty.ndf")]) == 2
     assert "has no rows" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_bench_prints_the_last_epochs_stats_table(path, capsys):
+    assert main(["bench", str(path), "--epochs", "2", "--batch-size", "100", "--no-baseline"]) == 0
+    out = capsys.readouterr().out
+    assert "last epoch (DataLoader.stats, num_workers=2)" in out
+    assert re.search(r"batches delivered\s+10 in", out)
+    for label in ("consumer waited", "workers fetching", "workers collating", "in flight min/mean/max"):
+        assert label in out
+
+
+@pytest.mark.timeout(60)
+def test_bench_plot_writes_a_png_timeline(path, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "t.png"
+    assert main(["bench", str(path), "--epochs", "1", "--no-baseline", "--plot", str(png)]) == 0
+    assert f"timeline written to {png}" in capsys.readouterr().out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_plot_without_matplotlib_names_the_extra(path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
+    assert main(["bench", str(path), "--plot", "x.png"]) == 2
+    err = capsys.readouterr().err
+    assert "dataloader[plot]" in err and "epoch" not in err
+
+
+def test_occupancy_sums_interval_overlap_per_bin():
+    from dataloader.cli._plot import occupancy
+
+    edges = np.array([0.0, 1.0, 2.0, 3.0])
+    iv = np.array([[0.5, 1.5], [0.0, 3.0], [2.9, 2.9]])
+    np.testing.assert_allclose(occupancy(iv, edges), [1.5, 1.5, 1.0])
+    np.testing.assert_array_equal(occupancy(np.zeros((0, 2)), edges), [0.0, 0.0, 0.0])

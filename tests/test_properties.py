@@ -1,9 +1,12 @@
-"""Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True) gives the
+"""Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True), "auto"
+included, gives the
 sequential loader's output — the same batches, and errors of the same type at the same places —
 for map-style and for iterable epochs (both run on the one engine)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 
 import numpy as np
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import RecordingDataset, collect
 from dataloader import IterableDataset, get_worker_info
+from dataloader._engine import autotune
 from dataloader.loader import DataLoader
 
 
@@ -21,6 +25,31 @@ class BatchedRecording(RecordingDataset):
 
     def __getitems__(self, indices):
         return [self[i] for i in indices]
+
+
+_EAGER_LOCK = threading.Lock()
+_eager_users = 0
+_eager_saved: tuple = ()
+
+
+@contextlib.contextmanager
+def eager_autotune():
+    """``num_workers="auto"`` deciding after every batch, on a pool of 4: short epochs then
+    admit and withdraw workers mid-epoch (a hypothesis test cannot take monkeypatch).
+    Reference-counted under a lock: copies of this test may run at once (pytest-run-parallel)."""
+    global _eager_users, _eager_saved
+    with _EAGER_LOCK:
+        if _eager_users == 0:
+            _eager_saved = autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers
+            autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = 0.0, 1, lambda: 4
+        _eager_users += 1
+    try:
+        yield
+    finally:
+        with _EAGER_LOCK:
+            _eager_users -= 1
+            if _eager_users == 0:
+                autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = _eager_saved
 
 
 def _normalise(out):
@@ -43,8 +72,8 @@ EPOCHS = dict(
 @given(
     **EPOCHS,
     shuffle=st.booleans(),
-    num_workers=st.integers(0, 8),
-    prefetch_depth=st.integers(1, 4),
+    num_workers=st.one_of(st.integers(0, 8), st.just("auto")),  # "auto": the gated pool, and its probe
+    prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
     item_concurrency=st.integers(1, 4),
     batched=st.booleans(),
     seed=st.integers(0, 2**32),
@@ -65,7 +94,8 @@ def test_any_worker_configuration_equals_the_sequential_loader(
         return out
 
     expected = run()
-    got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)
+    with eager_autotune():
+        got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)
     assert got == expected
     n_batches = n // batch_size if drop_last else -(-n // batch_size)
     assert len(expected) == n_batches  # never a short epoch: failed batches still count

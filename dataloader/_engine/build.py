@@ -21,6 +21,7 @@ from typing import Any
 from dataloader import _context
 from dataloader._datasets.fetch import check_item_count
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._native._stats import Recorder
 
 __all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
 
@@ -94,27 +95,32 @@ class Builder:
         self._transform = transform
         self._epoch_key = epoch_key
 
-    def build(self, item: Any) -> Any:
+    def build(self, item: Any, rec: Recorder) -> Any:
         """The batch for work item ``item``, a ``Failure`` (its exception), or ``END``.
 
         The thread's ``item_rng`` epoch is set for the call and restored afterwards,
         so the consumer thread (``num_workers=0``) keeps no trace of the epoch.
+        ``rec`` (the calling thread's own) gets the batch's stage times; a batch
+        that failed counts as fetching until the failure.
         """
         saved = _context._swap_epoch_key(self._epoch_key)
+        rec.start()
         try:
-            return self._build(item)
+            return self._build(item, rec)
         except StopIteration as exc:
             error = RuntimeError(
                 "the dataset, transform or collate_fn raised StopIteration while building a batch"
             )
             error.__cause__ = exc
+            rec.failed()
             return Failure(error)
         except BaseException as exc:  # carried to the consumer, whatever it is
+            rec.failed()
             return Failure(exc)
         finally:
             _context._set_epoch_key(saved)
 
-    def _build(self, item: Any) -> Any:
+    def _build(self, item: Any, rec: Recorder) -> Any:
         raise NotImplementedError
 
 
@@ -149,19 +155,27 @@ class Fetcher(Builder):
         self._k = item_concurrency
         self._getitems = getattr(dataset, "__getitems__", None)
 
-    def _build(self, indices: Any) -> Any:
+    def _build(self, indices: Any, rec: Recorder) -> Any:
+        items: Any
         if not self._auto:
-            return self._collate(self.fetch_item(indices))
-        items: Sequence[Any]
-        if self._k > 1 and self._lanes is not None:
+            items = self.fetch_item(indices)
+        elif self._k > 1 and self._lanes is not None:
             items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
         elif self._getitems is not None:
             items = check_item_count(self._getitems(indices), len(indices))
             if self._transform is not None:
+                rec.fetched()
                 items = self._transform_all(indices, items)
+                rec.transformed()
+                out = self._collate(items)
+                rec.done()
+                return out
         else:
             items = [self.fetch_item(i) for i in indices]
-        return self._collate(items)
+        rec.fetched()
+        out = self._collate(items)
+        rec.done()
+        return out
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
@@ -231,7 +245,7 @@ class StreamBatcher(Builder):
         self._batch_size = batch_size
         self._drop_last = drop_last
 
-    def _build(self, stream: Stream) -> Any:
+    def _build(self, stream: Stream, rec: Recorder) -> Any:
         if stream.failure is not None:
             failure, stream.failure = stream.failure, None
             return failure
@@ -248,6 +262,10 @@ class StreamBatcher(Builder):
             stream.ended = True
             if not items or (self._drop_last and self._batch_size is not None):
                 return END
+        rec.fetched()
         if self._transform is not None:
             items = [self._transform(item) for item in items]
-        return self._collate(items[0] if self._batch_size is None else items)
+            rec.transformed()
+        out = self._collate(items[0] if self._batch_size is None else items)
+        rec.done()
+        return out

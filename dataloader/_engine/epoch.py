@@ -44,11 +44,13 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.autotune import EpochTune
 from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
 from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
+from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
 __all__ = ["Epoch"]
@@ -57,10 +59,11 @@ __all__ = ["Epoch"]
 class _Shared:
     """The part of an epoch that worker threads see, through a weak reference."""
 
-    __slots__ = ("source", "size", "tasks", "results", "infos", "__weakref__")
+    __slots__ = ("source", "size", "tasks", "results", "infos", "tune", "__weakref__")
 
-    def __init__(self, source: WorkSource, size: int, num_workers: int) -> None:
+    def __init__(self, source: WorkSource, size: int, num_workers: int, tune: EpochTune | None) -> None:
         self.source: WorkSource | None = source
+        self.tune = tune  # num_workers="auto": the gate before each claim (holds no epoch object)
         self.size = size
         self.tasks: list[Any] = [None] * size
         self.results: list[Any] = [None] * size
@@ -85,9 +88,10 @@ def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
         if shared is None or source is None:
             return
         shared.infos[worker_id] = source.start_worker(worker_id, window)
+        tune = shared.tune
         del shared, source
         _context._set_worker(None)
-        while (k := window.claim(worker_id)) >= 0:
+        while (tune is None or tune.admit(worker_id, window)) and (k := window.claim(worker_id)) >= 0:
             shared = ref()
             source = shared.source if shared is not None else None
             if shared is None or source is None:
@@ -142,6 +146,8 @@ class Epoch(EpochIterator):
         in_order: False yields batches in completion order.
         keep_alive: kept referenced until ``close()`` (the loader, as torch's iterator does).
         start_error: the exception that stopped the epoch from starting, or None.
+        stats: the epoch's statistics (the consumer records its waits here).
+        tune: the worker gate and probe of ``num_workers="auto"``, or None.
     """
 
     def __init__(
@@ -157,8 +163,11 @@ class Epoch(EpochIterator):
         keep_alive: Any = None,
         start_error: BaseException | None = None,
         progress: Progress | None = None,
+        stats: EpochStats | None = None,
+        tune: EpochTune | None = None,
     ) -> None:
-        super().__init__(length, start_error, progress)
+        super().__init__(length, start_error, progress, stats)
+        self._tune = tune
         self._state = threading.Lock()  # guards the three flags below; never held while waiting
         self._closed = False
         self._busy = False  # a thread is inside next()
@@ -169,14 +178,16 @@ class Epoch(EpochIterator):
         self._pool: WorkerPool | None = pool
         self._window = Window(window, source.owners)
         self._source: WorkSource | None = source
-        self._shared = _Shared(source, window, pool.num_workers)
+        self._shared = _Shared(source, window, pool.num_workers, tune)
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)
         self._exhausted = False
         self._pending_error: tuple[int, BaseException] | None = None
         own = pool if owns_pool else None
         self._own_pool = own
         self._finalizer = weakref.finalize(self, _finalize, self._window, pool, owns_pool, self._pid)
-        self._finalizer.atexit = False  # at exit the daemon threads simply stop
+        # At exit the daemon threads simply stop.  (typeshed lists finalize's __slots__ without
+        # its documented ``atexit`` attribute.)
+        self._finalizer.atexit = False  # type: ignore[misc]
         if start_error is not None:
             self._exhausted = True
             self._window.finish()
@@ -231,6 +242,8 @@ class Epoch(EpochIterator):
 
     def _next(self) -> Any:
         window, shared = self._window, self._shared
+        self.stats.consumer.begin()
+        in_flight = window.claimed - window.base
         while True:
             k = window.base
             if k == window.published:
@@ -254,6 +267,9 @@ class Epoch(EpochIterator):
                     raise StopIteration
                 continue  # an ended stream: not a batch
             self._progress.yielded += 1
+            self.stats.consumer.delivered(in_flight)
+            if self._tune is not None:
+                self._tune.tick(self.stats.consumer.count)
             if isinstance(result, Failure):
                 result.reraise()
             return result
@@ -297,6 +313,8 @@ class Epoch(EpochIterator):
             busy = self._busy
             self._cleaned = not busy
         self._window.cancel()  # wakes a next() waiting on another thread, which then ends at once
+        if self._tune is not None:
+            self._tune.wake()  # gated workers (num_workers="auto") find the window cancelled
         try:
             self._wait_for_workers(wait_s)
         finally:

@@ -19,6 +19,7 @@ built inline.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -27,6 +28,7 @@ from dataloader import _context
 from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher
 from dataloader._engine.errors import reported_length, warn_past_length
 from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
+from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
 
 __all__ = ["MapItems", "StreamItems"]
@@ -42,11 +44,15 @@ class MapItems:
         fetch: builds one batch from its indices.
         setup: what a worker needs to start the epoch.
         num_workers: workers of the epoch (0 for the sequential path).
+        stats: the epoch's statistics (worker ``w`` records into ``stats.workers[w]``).
     """
 
     owners = 0  # any worker builds any item
 
-    def __init__(self, indices: Iterator[Any], fetch: Fetcher, setup: WorkerSetup, num_workers: int) -> None:
+    def __init__(
+        self, indices: Iterator[Any], fetch: Fetcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
+    ) -> None:
+        self._recs = stats.workers
         self._indices = indices
         self._fetch = fetch
         self._setup = setup
@@ -76,14 +82,14 @@ class MapItems:
         failure = self._init_failures[worker_id]
         if failure is not None:
             return failure.again()
-        return self._fetch.build(indices)
+        return self._fetch.build(indices, self._recs[worker_id])
 
     def stop_worker(self, worker_id: int) -> None:
         pass
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
-        return self._indices.__next__, self._fetch.build
+        return self._indices.__next__, functools.partial(self._fetch.build, rec=self._recs[0])
 
 
 class StreamItems:
@@ -94,9 +100,13 @@ class StreamItems:
         batcher: cuts a stream into collated batches.
         setup: what a worker needs to start the epoch.
         num_workers: workers of the epoch (each iterates its own copy).
+        stats: the epoch's statistics (worker ``w`` records into ``stats.workers[w]``).
     """
 
-    def __init__(self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int) -> None:
+    def __init__(
+        self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
+    ) -> None:
+        self._recs = stats.workers
         self.owners = num_workers
         self._dataset = dataset
         self._batcher = batcher
@@ -161,7 +171,7 @@ class StreamItems:
 
     def build(self, worker_id: int, item: Any) -> Any:
         stream = self._streams[worker_id]
-        return END if stream is None else self._batcher.build(stream)
+        return END if stream is None else self._batcher.build(stream, self._recs[worker_id])
 
     def stop_worker(self, worker_id: int) -> None:
         """Drop this worker's stream (on its own thread: a generator finishes there)."""
@@ -174,15 +184,15 @@ class StreamItems:
         Raises:
             Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
         """
-        stream, batcher = Stream(iter(self._dataset)), self._batcher
+        stream, batcher, rec = Stream(iter(self._dataset)), self._batcher, self._recs[0]
         length = self._dataset_len
         if length is None:
-            return itertools.repeat(stream).__next__, batcher.build
+            return itertools.repeat(stream).__next__, functools.partial(batcher.build, rec=rec)
         yielded = 0
 
         def build(stream: Stream) -> Any:
             nonlocal yielded
-            out = batcher.build(stream)
+            out = batcher.build(stream, rec)
             if out is not END and not isinstance(out, Failure):
                 yielded += 1
                 if yielded > length:

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from dataloader import _context
 from dataloader._engine.build import END, Failure
 from dataloader._engine.resume import Progress
+from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
 
 __all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "forked_error"]
@@ -50,12 +51,19 @@ class EpochIterator:
     _length: int | None = None
     _start_error: BaseException | None = None
 
-    def __init__(self, length: int | None, start_error: BaseException | None, progress: Progress | None) -> None:
+    def __init__(
+        self,
+        length: int | None,
+        start_error: BaseException | None,
+        progress: Progress | None,
+        stats: EpochStats | None,
+    ) -> None:
         self._length = length
         self._start_error = start_error
         self._pid = os.getpid()
         # Batches returned (or raised) by next() and the end, for DataLoader.state_dict().
         self._progress = progress if progress is not None else Progress(0)
+        self.stats = stats if stats is not None else EpochStats(0, 0)  # recorders of this epoch
 
     def __iter__(self) -> EpochIterator:
         return self
@@ -97,6 +105,7 @@ class SequentialEpoch(EpochIterator):
             None when the epoch could not start.
         length: ``len()`` of the epoch, or None.
         start_error: the exception that stopped the epoch from starting, or None.
+        stats: the epoch's statistics (``build`` records into its recorder 0).
     """
 
     def __init__(
@@ -106,8 +115,10 @@ class SequentialEpoch(EpochIterator):
         length: int | None,
         start_error: BaseException | None = None,
         progress: Progress | None = None,
+        stats: EpochStats | None = None,
     ) -> None:
-        super().__init__(length, start_error, progress)
+        super().__init__(length, start_error, progress, stats)
+        self._consumer = self.stats.consumer
         self._items = items
         self._inside = threading.Lock()
 
@@ -120,6 +131,7 @@ class SequentialEpoch(EpochIterator):
             items = self._items  # close() may run on another thread
             if items is None:
                 raise StopIteration
+            self._consumer.begin()
             try:
                 item = items[0]()
             except BaseException:  # the end, or the sampler failed: raised at its position
@@ -132,6 +144,7 @@ class SequentialEpoch(EpochIterator):
                 self.close()
                 raise StopIteration
             self._progress.yielded += 1
+            self._consumer.delivered(0)
             if type(out) is Failure:
                 out.reraise()
             return out

@@ -123,7 +123,7 @@ class _LaneBatch:
                         self.errors.append((pos, exc))
                         self.closed = True
         finally:
-            if helper:
+            if saved is not None:
                 _context._restore(saved)
             with cond:
                 self.inside -= 1

@@ -6,6 +6,7 @@ import numbers
 import os
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from dataloader._constants import MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
 from dataloader._validate import check_int
@@ -110,3 +111,33 @@ def warn_many_workers(num_workers: int) -> None:
         UserWarning,
         stacklevel=5,
     )
+
+
+def check_sampling_args(
+    *, iterable: bool, shuffle: bool, sampler: Any, batch_sampler: Any, batch_size: int | None, drop_last: bool
+) -> tuple[int | None, bool]:
+    """PyTorch's rules for combining the sampling arguments; the effective
+    ``(batch_size, drop_last)`` (a ``batch_sampler`` replaces both).
+
+    Raises:
+        ValueError: a combination PyTorch refuses, with PyTorch's message.
+    """
+    if iterable:
+        for name, value in (("shuffle", shuffle or None), ("sampler", sampler), ("batch_sampler", batch_sampler)):
+            if value is not None:
+                shown = shuffle if name == "shuffle" else value
+                raise ValueError(
+                    f"DataLoader with IterableDataset: expected unspecified {name} option, "
+                    f"but got {name}={shown!r}"
+                )
+    if sampler is not None and shuffle:
+        raise ValueError("sampler option is mutually exclusive with shuffle")
+    if batch_sampler is not None:
+        if batch_size != 1 or shuffle or sampler is not None or drop_last:
+            raise ValueError(
+                "batch_sampler option is mutually exclusive with batch_size, shuffle, sampler, and drop_last"
+            )
+        return None, False
+    if batch_size is None and drop_last:
+        raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
+    return batch_size, drop_last

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dataloader._context import epoch_seed
+from dataloader._engine.autotune import AutoTuner
 from dataloader._engine.build import END, Fetcher, StreamBatcher
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
@@ -21,6 +22,7 @@ from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.resume import Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems
+from dataloader._engine.stats import EpochStats
 
 __all__ = ["EpochPlan", "index_source"]
 
@@ -56,6 +58,8 @@ class EpochPlan:
         item_concurrency: lanes per map-style batch.
         num_lanes: lane helper threads a pool needs (0 for none).
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
+        tuner: picks the active workers for ``num_workers="auto"`` (``num_workers`` is
+            then the pool's size), else None.
     """
 
     dataset: Any
@@ -74,6 +78,7 @@ class EpochPlan:
     item_concurrency: int
     num_lanes: int
     indices: Callable[[], Iterator[Any]] | None
+    tuner: AutoTuner | None = None
 
     def new_pool(self) -> WorkerPool | None:
         """A pool for this plan's epochs, or None when they need no thread."""
@@ -106,15 +111,16 @@ class EpochPlan:
         """
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         start_error: BaseException | None = None
+        stats = EpochStats(epoch_key[1], self.num_workers)
         source: MapItems | StreamItems
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
             if self.num_workers and stateful(self.dataset):
-                source = StatefulStreamItems(self.dataset, batcher, setup, self.num_workers, stream_state)
+                source = StatefulStreamItems(self.dataset, batcher, setup, self.num_workers, stream_state, stats)
                 if progress is not None:
                     progress.streams = source
             else:
-                source = StreamItems(self.dataset, batcher, setup, self.num_workers)
+                source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
         else:
             assert self.indices is not None
             lanes = pool.lanes if pool is not None else None
@@ -127,7 +133,7 @@ class EpochPlan:
                 indices = skip_items(self.indices(), skip)
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
-            source = MapItems(indices, fetch, setup, self.num_workers)
+            source = MapItems(indices, fetch, setup, self.num_workers, stats)
         if self.num_workers == 0:
             items = None
             if start_error is None:
@@ -137,12 +143,13 @@ class EpochPlan:
                         _drop_batches(items, skip)
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress)
+            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats)
         assert pool is not None and (skip == 0 or not self.iterable)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
-            progress=progress,
+            progress=progress, stats=stats,
+            tune=self.tuner.for_epoch(stats.consumer) if self.tuner is not None else None,
         )
 
 

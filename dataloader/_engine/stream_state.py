@@ -29,6 +29,7 @@ from typing import Any
 from dataloader._engine.build import END, StreamBatcher
 from dataloader._engine.items import StreamItems
 from dataloader._engine.pool import WorkerSetup
+from dataloader._engine.stats import EpochStats
 
 __all__ = ["StatefulStreamItems"]
 
@@ -51,9 +52,9 @@ class StatefulStreamItems(StreamItems):
 
     def __init__(
         self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int,
-        resume: dict[str, Any] | None,
+        resume: dict[str, Any] | None, stats: EpochStats,
     ) -> None:
-        super().__init__(dataset, batcher, setup, num_workers)
+        super().__init__(dataset, batcher, setup, num_workers, stats)
         self._copies: list[Any] = [None] * num_workers  # worker w's copy, on w's thread only
         self._cells: list[collections.deque[list[Any]]] = [collections.deque() for _ in range(num_workers)]
         self._loaded: list[Any] | None = None

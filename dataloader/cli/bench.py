@@ -7,6 +7,9 @@ row of the file as float64; both include drawing the indices.  Printed per
 epoch: rows/s and MB/s (10**6 bytes of float64 delivered) of each, and the
 loader's ratio to the NumPy loop (> 1: the loader is faster).  The first epoch
 may read the file from disk; later ones usually come from the page cache.
+After the epochs, the loader's statistics of its last epoch (``DataLoader.stats``)
+as a small table; ``--plot FILE.png`` also draws that epoch's timeline of
+consumer wait against worker busy (needs matplotlib: the ``plot`` extra).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataloader.cli._common import (
     open_ndf_or_fail,
     progress,
 )
+from dataloader.cli._plot import plot_timeline, require_matplotlib
 from dataloader.cli._runtime import describe_runtime
 from dataloader.ndf import NDF_HEADER, NdfDataset
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -60,6 +64,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=True,
         help="also time the plain NumPy loop (default: yes)",
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="draw the last epoch's consumer wait vs worker busy timeline (needs matplotlib)",
+    )
     add_progress_flag(p)
     p.set_defaults(run=run)
 
@@ -75,6 +85,8 @@ def _check(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value < low:
             raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+    if args.plot is not None:
+        require_matplotlib()  # before the epochs run, not after
 
 
 def _index_batches(
@@ -184,4 +196,11 @@ def run(args: argparse.Namespace) -> int:
             f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
         )
     print(line)
+    stats = loader.stats
+    assert stats is not None
+    print(f"last epoch (DataLoader.stats, num_workers={stats.num_workers}):")
+    print(stats.table())
+    if args.plot is not None:
+        plot_timeline(stats, args.plot, f"{args.file}: epoch {stats.epoch + 1}, num_workers={stats.num_workers}")
+        print(f"timeline written to {args.plot}")
     return 0

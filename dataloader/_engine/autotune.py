@@ -1,0 +1,194 @@
+"""``num_workers="auto"``: the loader picks its worker count while it runs.
+
+The loader's pool has ``cap`` threads (``auto_max_workers()``: the CPUs this
+process may use, at most ``AUTO_MAX_WORKERS``), but only the first ``active``
+may claim batches; the others wait at a gate before each claim (a condition
+variable, in ``WAIT_SLICE_S`` slices that re-check for a cancelled epoch).
+Which thread builds a batch never changes the batch, so outputs are
+bit-identical to any fixed ``num_workers`` (map-style datasets only: the
+batches of an ``IterableDataset`` depend on how many workers shard it, so
+``"auto"`` is refused there).
+
+Rules, applied by the consumer thread every ``AUTO_PERIOD_S`` seconds (and at
+least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
+
+1. start with one active worker (or the count an earlier epoch settled on);
+2. the period after a change is skipped (the new worker ramps up);
+3. a period's throughput (batches/s) that beats the best seen by more than
+   ``AUTO_GAIN`` (5%) becomes the best; then, if the consumer waited more than
+   ``AUTO_STARVED`` (5%) of the period and fewer than ``cap`` workers are active,
+   one more worker is admitted; otherwise the count is settled;
+4. a period that does not beat the best by ``AUTO_GAIN`` settles on the best
+   count (the last worker added did not help and is withdrawn).
+
+Once settled, the loader keeps the count for its later epochs (no new probing).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from dataloader._constants import DEFAULT_PREFETCH_DEPTH, WAIT_SLICE_S
+from dataloader._native._stats import ConsumerRecorder
+
+__all__ = ["AUTO_MAX_WORKERS", "AutoTuner", "EpochTune", "auto_max_workers", "resolve_auto"]
+
+# Workers "auto" may use at most (also bounded by the CPUs this process may use): beyond 16,
+# a map-style batch hand-off through one consumer thread is the limit in every workload measured.
+AUTO_MAX_WORKERS = 16
+# A measuring period: long enough that a 2-core machine's scheduling noise (~1-5 ms) is small,
+# short enough that 4 steps fit in the first few hundred milliseconds of an epoch.
+AUTO_PERIOD_S = 0.025
+AUTO_MIN_BATCHES = 8
+AUTO_GAIN = 1.05  # a new worker must raise throughput by 5% to stay
+AUTO_STARVED = 0.05  # the consumer waiting over 5% of a period asks for another worker
+
+
+def auto_max_workers() -> int:
+    """The most workers ``num_workers="auto"`` uses: CPUs this process may use, capped."""
+    count = getattr(os, "process_cpu_count", None)  # 3.13+
+    if count is not None:
+        cpus = count()
+    elif hasattr(os, "sched_getaffinity"):
+        cpus = len(os.sched_getaffinity(0))
+    else:
+        cpus = os.cpu_count()
+    return max(1, min(cpus or 1, AUTO_MAX_WORKERS))
+
+
+class AutoTuner:
+    """A loader's worker count under ``"auto"``, kept across its epochs.
+
+    Args:
+        cap: threads of the pool (the most that may be active).
+
+    Thread-safety: any thread (epochs may run concurrently on their own pools).
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._lock = threading.Lock()
+        self._active = 1
+        self._settled = False
+
+    @property
+    def active(self) -> int:
+        """Workers the next epoch starts with."""
+        return self._active
+
+    @property
+    def settled(self) -> bool:
+        """True once the count is chosen (later epochs do not probe)."""
+        return self._settled
+
+    def for_epoch(self, consumer: ConsumerRecorder) -> EpochTune:
+        with self._lock:
+            return EpochTune(self, self._active, self._settled, consumer)
+
+    def _settle(self, active: int) -> None:
+        with self._lock:
+            if not self._settled:
+                self._active, self._settled = active, True
+
+
+class EpochTune:
+    """One epoch's gate and probe (see the module docstring for the rules).
+
+    Thread-safety: ``admit`` from worker threads; ``tick`` from the consumer only;
+    ``wake`` from any thread.
+    """
+
+    __slots__ = ("active", "_tuner", "_cond", "_done", "_consumer", "_t0", "_n0", "_w0", "_next", "_skip",
+                 "_best", "_best_rate")
+
+    def __init__(self, tuner: AutoTuner, active: int, settled: bool, consumer: ConsumerRecorder) -> None:
+        self.active = active  # workers 0 .. active-1 may claim; read without the lock (an int)
+        self._tuner = tuner
+        self._cond = threading.Condition(threading.Lock())
+        self._done = settled
+        self._consumer = consumer
+        self._t0 = time.perf_counter()
+        self._n0 = 0
+        self._w0 = 0
+        self._next = AUTO_MIN_BATCHES
+        self._skip = False  # the first period includes the epoch's start-up: measured as it is
+        self._best = active
+        self._best_rate = 0.0
+
+    def admit(self, worker_id: int, window: Any) -> bool:
+        """Wait until ``worker_id`` may claim; False when the epoch was cancelled meanwhile."""
+        if worker_id < self.active:
+            return True
+        with self._cond:
+            while worker_id >= self.active and not window.cancelled:
+                self._cond.wait(WAIT_SLICE_S)
+        return not window.cancelled
+
+    def wake(self) -> None:
+        """Wake every gated worker (the epoch is closing: they find it cancelled)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def tick(self, delivered: int) -> None:
+        """The consumer delivered its ``delivered``-th batch: decide at the end of a period."""
+        if self._done or delivered < self._next:
+            return
+        now = time.perf_counter()
+        seconds = now - self._t0
+        if seconds < AUTO_PERIOD_S or seconds <= 0.0:
+            self._next = delivered + AUTO_MIN_BATCHES
+            return
+        wait_ns = self._consumer.wait_ns
+        rate = (delivered - self._n0) / seconds
+        starved = (wait_ns - self._w0) / 1e9 / seconds > AUTO_STARVED
+        self._t0, self._n0, self._w0, self._next = now, delivered, wait_ns, delivered + AUTO_MIN_BATCHES
+        if self._skip:
+            self._skip = False
+            return
+        if rate > self._best_rate * AUTO_GAIN:
+            self._best, self._best_rate = self.active, rate
+            if starved and self.active < self._tuner.cap:
+                self._set(self.active + 1)
+                self._skip = True
+                return
+        self._set(self._best)
+        self._done = True
+        self._tuner._settle(self._best)
+
+    def _set(self, active: int) -> None:
+        with self._cond:
+            self.active = active
+            self._cond.notify_all()
+
+
+def resolve_auto(num_workers: Any, prefetch_depth: Any, iterable: bool) -> tuple[Any, Any, AutoTuner | None]:
+    """``(num_workers, prefetch_depth, tuner)`` with ``"auto"`` resolved to numbers.
+
+    ``num_workers="auto"`` becomes a pool of ``auto_max_workers()`` threads and a
+    tuner; ``prefetch_depth="auto"`` becomes ``max(DEFAULT_PREFETCH_DEPTH, pool
+    size)`` (a window of about two batches per thread, PyTorch's ``prefetch_factor=2``).
+    Other values pass through unchanged (``LoaderOptions`` validates them).
+
+    Raises:
+        ValueError: another string, or ``"auto"`` workers for an ``IterableDataset``.
+    """
+    tuner = None
+    if isinstance(num_workers, str):
+        if num_workers != "auto":
+            raise ValueError(f"num_workers must be an int >= 0 or 'auto', got {num_workers!r}")
+        if iterable:
+            raise ValueError(
+                "num_workers='auto' needs a map-style dataset: the batches of an IterableDataset "
+                "depend on how many workers shard it; pass an int"
+            )
+        tuner = AutoTuner(auto_max_workers())
+        num_workers = tuner.cap
+    if isinstance(prefetch_depth, str):
+        if prefetch_depth != "auto":
+            raise ValueError(f"prefetch_depth must be an int >= 0 or 'auto', got {prefetch_depth!r}")
+        workers = num_workers if isinstance(num_workers, int) else 0
+        prefetch_depth = max(DEFAULT_PREFETCH_DEPTH, workers)
+    return num_workers, prefetch_depth, tuner

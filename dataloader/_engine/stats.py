@@ -1,0 +1,159 @@
+"""Per-epoch statistics, always on: what ``DataLoader.stats`` returns.
+
+Every thread that builds batches (each worker, or the consumer when
+``num_workers=0``) owns one native ``Recorder`` and is its only writer; the
+consumer owns the ``ConsumerRecorder`` (``dataloader._native._stats``: relaxed
+atomics, no lock, no Python object allocated per batch).  A reader
+(``EpochStats.snapshot``, any thread, any time) merges them into a frozen
+``LoaderStats``; a snapshot taken mid-epoch may miss the batch being recorded.
+
+Per batch, a builder makes three calls into its recorder (four with a separate
+transform) and the consumer two; the measured cost is in docs/benchmarks.md
+("Cost of the statistics", ``benchmarks/bench_stats.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
+
+__all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats"]
+
+# Batches per thread kept for the percentiles and the timeline (rounded up to whole pages of
+# 1024): 16 bytes each, 512 KiB per thread at most, an epoch of 8 M rows at batch 256.
+STATS_SAMPLES = 1 << 15
+
+
+@dataclass(frozen=True)
+class LoaderStats:
+    """Statistics of one epoch (``DataLoader.stats``), a snapshot taken when read.
+
+    Seconds are wall-clock (``time.perf_counter``), summed over threads where it
+    says so.  With ``num_workers=0`` the consumer builds the batches itself: its
+    builds are the one "worker", and ``wait_s`` is the time spent inside ``next()``.
+
+    Attributes:
+        epoch: the epoch number (0 for the first ``iter(loader)``).
+        num_workers: worker threads of the epoch (0: built inside ``next()``).
+        elapsed_s: seconds from the start of the epoch (``iter(loader)``) to the last
+            batch delivered (0 before the first).
+        batches: batches (and errors) delivered by ``next()`` so far.
+        built: batches built by the workers (also those not delivered yet).
+        wait_s: seconds the consumer waited inside ``next()`` for its batch.
+        fetch_s, transform_s, collate_s: seconds all workers together spent fetching
+            items (``__getitem__``/``__getitems__``, or iterating an
+            ``IterableDataset``), running ``transform`` and running ``collate_fn``.
+            A transform run per item inside the fetch (a dataset without
+            ``__getitems__``, or ``item_concurrency > 1``) counts as fetching.
+        busy_s: ``fetch_s + transform_s + collate_s``.
+        in_flight_min, in_flight_mean, in_flight_max: batches claimed by a worker and
+            not yet taken (being built or ready), seen each time ``next()`` starts to
+            wait; 0 for ``num_workers=0``; NaN before the first batch.
+        latency_s: percentile (50, 90, 99, 100) -> seconds one batch took to build
+            (fetch to end of collation), over the last ``STATS_SAMPLES`` batches of each
+            worker; empty before the first batch.
+        waits, builds: ``(start, end)`` seconds since the epoch started of the
+            consumer's waits and of every worker's builds (float64 arrays of shape
+            ``(n, 2)``; the last ``STATS_SAMPLES`` per thread), for timelines.
+
+    Thread-safety: immutable.
+    """
+
+    epoch: int
+    num_workers: int
+    elapsed_s: float
+    batches: int
+    built: int
+    wait_s: float
+    fetch_s: float
+    transform_s: float
+    collate_s: float
+    in_flight_min: float
+    in_flight_mean: float
+    in_flight_max: float
+    latency_s: dict[int, float]
+    waits: np.ndarray = field(repr=False)
+    builds: np.ndarray = field(repr=False)
+
+    @property
+    def busy_s(self) -> float:
+        return self.fetch_s + self.transform_s + self.collate_s
+
+    def table(self) -> str:
+        """The statistics as a small text table (what ``python -m dataloader bench`` prints)."""
+        rows: list[tuple[str, str]] = [
+            ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
+            ("consumer waited", _share(self.wait_s, self.elapsed_s)),
+            ("workers fetching", _share(self.fetch_s, self.elapsed_s)),
+            ("workers transforming", _share(self.transform_s, self.elapsed_s)),
+            ("workers collating", _share(self.collate_s, self.elapsed_s)),
+            ("in flight min/mean/max", f"{self.in_flight_min:g} / {self.in_flight_mean:.2f} / {self.in_flight_max:g}"),
+        ]
+        if self.latency_s:
+            lat = "  ".join(f"p{p} {v * 1e6:,.0f}" for p, v in self.latency_s.items())
+            rows.append(("batch build time (us)", lat))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def _share(seconds: float, elapsed: float) -> str:
+    pct = 100.0 * seconds / elapsed if elapsed > 0 else 0.0
+    return f"{seconds:.3f} s ({pct:.0f}% of wall)"
+
+
+class EpochStats:
+    """The recorders of one epoch, merged into a ``LoaderStats`` on read.
+
+    Args:
+        epoch: the epoch number.
+        num_workers: worker threads (0: one recorder, for the consumer's own builds).
+
+    Thread-safety: ``workers[w]`` is written by worker ``w`` only, ``consumer`` by the
+    thread inside ``next()``; ``snapshot`` may be called from any thread.
+    """
+
+    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer")
+
+    def __init__(self, epoch: int, num_workers: int) -> None:
+        self.epoch = epoch
+        self.num_workers = num_workers
+        self.started = now_ns()
+        self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1))]
+        self.consumer = ConsumerRecorder(STATS_SAMPLES)
+
+    def snapshot(self) -> LoaderStats:
+        c = self.consumer
+        delivered = c.count  # first: every batch delivered was built before
+        fmin, fmax, fsum = c.flight
+        builds = _intervals([iv for r in self.workers for iv in r.intervals()], self.started)
+        latency: dict[int, float] = {}
+        if len(builds):
+            pct = np.percentile(builds[:, 1] - builds[:, 0], [50, 90, 99, 100])
+            latency = {p: float(v) for p, v in zip((50, 90, 99, 100), pct)}
+        last = c.last_ns
+        return LoaderStats(
+            epoch=self.epoch,
+            num_workers=self.num_workers,
+            elapsed_s=max(last - self.started, 0) / 1e9 if last else 0.0,
+            batches=delivered,
+            built=sum(r.batches for r in self.workers),
+            wait_s=c.wait_ns / 1e9,
+            fetch_s=sum(r.fetch_ns for r in self.workers) / 1e9,
+            transform_s=sum(r.transform_ns for r in self.workers) / 1e9,
+            collate_s=sum(r.collate_ns for r in self.workers) / 1e9,
+            in_flight_min=fmin if delivered else math.nan,
+            in_flight_mean=fsum / delivered if delivered else math.nan,
+            in_flight_max=fmax if delivered else math.nan,
+            latency_s=latency,
+            waits=_intervals(c.intervals(), self.started),
+            builds=builds,
+        )
+
+
+def _intervals(pairs: list[tuple[int, int]], origin_ns: int) -> np.ndarray:
+    out = (np.array(pairs, dtype=np.int64).reshape(-1, 2) - origin_ns) / 1e9
+    return out[np.argsort(out[:, 0], kind="stable")]

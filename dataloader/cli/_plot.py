@@ -1,0 +1,67 @@
+"""``bench --plot FILE.png``: a timeline of consumer wait against worker busy.
+
+The epoch's recorded intervals (``LoaderStats.waits`` and ``.builds``) are cut
+into ``bins`` equal slices of the epoch; per slice the plot shows the fraction
+of the slice the consumer spent waiting (0..1) and the workers spent building
+(0..num_workers, summed over workers).  matplotlib is imported only here, on use
+(the optional ``plot`` extra), with its non-interactive ``Agg`` backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dataloader._engine.stats import LoaderStats
+from dataloader.cli._common import CliError
+
+__all__ = ["occupancy", "plot_timeline", "require_matplotlib"]
+
+
+def occupancy(intervals: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per bin ``[edges[i], edges[i+1])``: seconds covered by ``intervals`` (shape ``(n, 2)``)
+    divided by the bin's width (a sum over overlapping intervals, so it may exceed 1)."""
+    lo, hi = edges[:-1], edges[1:]
+    if len(intervals) == 0:
+        return np.zeros(len(lo))
+    covered = np.zeros(len(lo))
+    for i in range(0, len(intervals), 4096):  # bounded temporaries: 4096 x bins
+        start, end = intervals[i : i + 4096, :1], intervals[i : i + 4096, 1:]
+        covered += np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None).sum(axis=0)
+    return covered / (hi - lo)
+
+
+def require_matplotlib() -> None:
+    """Raises ``CliError`` naming the extra to install when matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401  # lazy: an optional extra, imported only for --plot
+    except ImportError as exc:
+        raise CliError(
+            f"--plot needs matplotlib: pip install 'dataloader[plot]' (or pip install matplotlib): {exc}"
+        ) from None
+
+
+def plot_timeline(stats: LoaderStats, path: str, title: str, bins: int = 200) -> None:
+    """Write the timeline of ``stats`` to ``path`` (any format matplotlib writes).
+
+    Raises:
+        CliError: matplotlib is not installed.
+    """
+    require_matplotlib()
+    import matplotlib  # lazy: an optional extra, imported only for --plot
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # lazy: after choosing the non-interactive backend
+
+    end = max(stats.elapsed_s, float(stats.builds[:, 1].max()) if len(stats.builds) else 0.0, 1e-6)
+    edges = np.linspace(0.0, end, bins + 1)
+    mid = (edges[:-1] + edges[1:]) / 2 * 1e3
+    fig, ax = plt.subplots(figsize=(9, 3.5))
+    ax.plot(mid, occupancy(stats.builds, edges), label=f"workers busy (of {max(stats.num_workers, 1)})")
+    ax.plot(mid, occupancy(stats.waits, edges), label="consumer waiting")
+    ax.set_xlabel("ms since the epoch started")
+    ax.set_ylabel("threads")
+    ax.set_title(title)
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,181 @@
+"""``num_workers="auto"``: the probe's rules, the gate, and outputs equal to fixed counts."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dataloader import ArrayDataset, DataLoader, IterableDataset
+from dataloader._engine import autotune
+from dataloader._engine.autotune import AutoTuner, EpochTune, auto_max_workers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeConsumer:
+    wait_ns = 0
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    c = Clock()
+    monkeypatch.setattr(autotune.time, "perf_counter", c)
+    return c
+
+
+def period(tune, consumer, clock, delivered, batches_per_s, wait_share):
+    """One measuring period of AUTO_PERIOD_S in which the consumer got ``batches_per_s``."""
+    seconds = autotune.AUTO_PERIOD_S * 1.25  # whole periods despite float rounding
+    clock.t += seconds
+    consumer.wait_ns += int(wait_share * seconds * 1e9)
+    delivered += max(int(batches_per_s * seconds), autotune.AUTO_MIN_BATCHES)
+    tune.tick(delivered)
+    return delivered
+
+
+def test_auto_admits_workers_while_the_consumer_waits_and_throughput_rises(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer)
+    assert tune.active == 1
+    n = period(tune, consumer, clock, 0, 1000, 0.5)  # starved: admit worker 2
+    assert tune.active == 2
+    n = period(tune, consumer, clock, n, 1500, 0.5)  # skipped: the new worker ramps up
+    assert tune.active == 2
+    n = period(tune, consumer, clock, n, 1900, 0.3)  # +90%: keep it, admit worker 3
+    assert tune.active == 3 and not tuner.settled
+    n = period(tune, consumer, clock, n, 1900, 0.3)  # skipped
+    n = period(tune, consumer, clock, n, 1950, 0.2)  # +3%: not worth a worker, back to 2
+    assert tune.active == 2 and tuner.settled and tuner.active == 2
+    period(tune, consumer, clock, n, 100, 0.9)  # settled: no more probing
+    assert tune.active == 2
+    assert tuner.for_epoch(consumer).active == 2  # the next epoch starts settled
+
+
+def test_auto_settles_when_the_consumer_does_not_wait(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer)
+    period(tune, consumer, clock, 0, 1000, 0.01)
+    assert tune.active == 1 and tuner.settled
+
+
+def test_auto_never_passes_its_cap(clock):
+    tuner, consumer = AutoTuner(cap=2), FakeConsumer()
+    tune = tuner.for_epoch(consumer)
+    n = period(tune, consumer, clock, 0, 1000, 0.9)
+    n = period(tune, consumer, clock, n, 1000, 0.9)
+    n = period(tune, consumer, clock, n, 3000, 0.9)
+    assert tune.active == 2 and tuner.settled
+
+
+def test_ticks_before_the_end_of_a_period_change_nothing(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer)
+    for n in range(1, 200):
+        tune.tick(n)  # the clock does not move: never a whole period
+    assert tune.active == 1 and not tuner.settled
+
+
+def test_auto_max_workers_is_the_usable_cpus_capped():
+    assert 1 <= auto_max_workers() <= autotune.AUTO_MAX_WORKERS
+
+
+def test_gate_holds_workers_past_active_until_admitted_or_cancelled():
+    class W:
+        cancelled = False
+
+    tune = EpochTune(AutoTuner(cap=3), 1, False, FakeConsumer())
+    window = W()
+    assert tune.admit(0, window)
+    got: list[bool] = []
+    t = threading.Thread(target=lambda: got.append(tune.admit(2, window)))
+    t.start()
+    time.sleep(0.05)
+    assert not got  # worker 2 waits at the gate
+    tune._set(3)
+    t.join(10)
+    assert got == [True]
+    t = threading.Thread(target=lambda: got.append(tune.admit(2, window)))
+    tune._set(1)
+    t.start()
+    window.cancelled = True
+    tune.wake()
+    t.join(10)
+    assert got == [True, False]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_auto_gives_the_same_batches_as_fixed_counts(monkeypatch, shuffle):
+    monkeypatch.setattr(autotune, "auto_max_workers", lambda: 4)
+    monkeypatch.setattr(autotune, "AUTO_PERIOD_S", 0.0)  # decide every batch: workers come and go
+    monkeypatch.setattr(autotune, "AUTO_MIN_BATCHES", 1)
+    x = np.random.default_rng(3).standard_normal((3000, 5))
+    runs = {}
+    for nw in (0, 2, "auto"):
+        loader = DataLoader(ArrayDataset(x), batch_size=7, shuffle=shuffle, num_workers=nw, seed=11)
+        runs[nw] = [[b[0] for b in loader] for _ in range(2)]
+        loader.close()
+    for nw in (2, "auto"):
+        for epoch in range(2):
+            assert len(runs[nw][epoch]) == len(runs[0][epoch])
+            for a, b in zip(runs[nw][epoch], runs[0][epoch]):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_auto_grows_past_one_worker_for_items_that_wait(monkeypatch):
+    # Items that sleep: a second worker doubles throughput whatever the machine's load.
+    monkeypatch.setattr(autotune, "auto_max_workers", lambda: 3)
+
+    class Sleepy:
+        def __len__(self):
+            return 400
+
+        def __getitem__(self, i):
+            time.sleep(0.001)
+            return i
+
+    loader = DataLoader(Sleepy(), batch_size=2, num_workers="auto")
+    assert sum(len(b) for b in loader) == 400
+    tuner = loader._plan.tuner
+    assert loader.num_workers == "auto" and tuner.cap == 3
+    assert tuner.active >= 2
+    loader.close()
+
+
+def test_closing_an_auto_epoch_releases_gated_workers_promptly(monkeypatch):
+    monkeypatch.setattr(autotune, "auto_max_workers", lambda: 4)
+    loader = DataLoader(ArrayDataset(np.zeros((1000, 2))), batch_size=1, num_workers="auto")
+    it = iter(loader)
+    next(it)
+    t = time.monotonic()
+    it.close()
+    assert time.monotonic() - t < 5.0  # within the close budget: no worker left stuck at the gate
+    assert loader._pools._pool.idle()
+    assert sum(len(b[0]) for b in loader) == 1000  # the pool serves the next epoch
+    loader.close()
+
+
+def test_auto_options_are_validated():
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(3))
+
+    with pytest.raises(ValueError, match="IterableDataset"):
+        DataLoader(Stream(), num_workers="auto")
+    with pytest.raises(ValueError, match="'many'"):
+        DataLoader(ArrayDataset(np.zeros(3)), num_workers="many")
+    with pytest.raises(ValueError, match="prefetch_depth"):
+        DataLoader(ArrayDataset(np.zeros(3)), num_workers=1, prefetch_depth="lots")
+    loader = DataLoader(ArrayDataset(np.zeros(3)), num_workers=3, prefetch_depth="auto")
+    assert loader.prefetch_depth == 3
+    assert DataLoader(ArrayDataset(np.zeros(3)), prefetch_depth="auto").prefetch_depth == 2
