@@ -42,6 +42,15 @@ from dataloader.image import (
     ToCHW,
     ToFloat,
 )
+from dataloader.io import (
+    AsyncDataset,
+    FileDataset,
+    HttpDataset,
+    Locations,
+    ObjectStoreDataset,
+    Retry,
+    Template,
+)
 from dataloader.loader import DataLoader
 from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 from dataloader.sampler import (
@@ -62,6 +71,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "ArrayDataset",
+    "AsyncDataset",
     "BatchSampler",
     "BatchedItems",
     "CenterCrop",
@@ -72,27 +82,33 @@ __all__ = [
     "Dataset",
     "Decode",
     "DistributedSampler",
+    "FileDataset",
+    "HttpDataset",
     "ImageBatch",
     "ImageCollator",
     "ImageFiles",
     "ImageFolder",
     "IterableDataset",
+    "Locations",
     "NdfDataset",
     "NdfFile",
     "NdfWriter",
     "Normalize",
+    "ObjectStoreDataset",
     "PadTo",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "RandomSampler",
     "Resize",
+    "Retry",
     "Sampler",
     "SequentialSampler",
     "ShardSampler",
     "StackDataset",
     "Subset",
     "SubsetRandomSampler",
+    "Template",
     "ToCHW",
     "ToFloat",
     "Transform",

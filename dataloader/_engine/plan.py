@@ -53,6 +53,8 @@ class EpochPlan:
         item_concurrency: lanes per map-style batch.
         num_lanes: lane helper threads a pool needs (0 for none).
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
+        async_loop: the loader's event loop (``async_loop.AsyncLoop``) for an
+            ``AsyncDataset``, whose batches ``async_build.AsyncFetcher`` builds; else None.
     """
 
     dataset: Any
@@ -71,6 +73,24 @@ class EpochPlan:
     item_concurrency: int
     num_lanes: int
     indices: Callable[[], Iterator[Any]] | None
+    async_loop: Any = None
+
+    def _map_builder(self, pool: WorkerPool | None, epoch_key: tuple[int, int]) -> tuple[Any, type[MapItems]]:
+        """The builder of a map-style epoch and its work-item source class."""
+        if self.async_loop is not None:
+            from dataloader._engine.async_build import AsyncFetcher, AsyncItems
+
+            self.async_loop.start()
+            fetch = AsyncFetcher(
+                self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
+                epoch_key, self.async_loop,
+            )
+            return fetch, AsyncItems
+        lanes = pool.lanes if pool is not None else None
+        fetch = Fetcher(
+            self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes, self.item_concurrency, epoch_key
+        )
+        return fetch, MapItems
 
     def new_pool(self) -> WorkerPool | None:
         """A pool for this plan's epochs, or None when they need no thread."""
@@ -100,17 +120,13 @@ class EpochPlan:
             source = StreamItems(self.dataset, batcher, setup, self.num_workers)
         else:
             assert self.indices is not None
-            lanes = pool.lanes if pool is not None else None
-            fetch = Fetcher(
-                self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes,
-                self.item_concurrency, epoch_key,
-            )
+            fetch, items = self._map_builder(pool, epoch_key)
             indices: Iterator[Any] = iter(())
             try:
                 indices = self.indices()
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
-            source = MapItems(indices, fetch, setup, self.num_workers)
+            source = items(indices, fetch, setup, self.num_workers)
         if self.num_workers == 0:
             produce = None
             if start_error is None:

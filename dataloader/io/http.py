@@ -125,9 +125,11 @@ class HttpDataset(AsyncDataset[bytes]):
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await self.retry.run_async(lambda: self._attempt(url), _transient, url)
+        except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
+            raise ConnectionError(str(exc)) from exc.__cause__
         except TimeoutError as exc:
             if str(exc):
-                raise
+                raise TimeoutError(str(exc)) from None
             raise TimeoutError(f"{url}: not fetched within timeout_s={self.timeout_s}") from None
 
     def _session(self) -> Any:
