@@ -151,6 +151,6 @@ def _store_error(where: str, exc: BaseException) -> OSError:
         return FileNotFoundError(errno.ENOENT, text, where)
     if isinstance(exc, (ox.PermissionDeniedError, ox.UnauthenticatedError, PermissionError)):
         return PermissionError(errno.EACCES, text, where)
-    if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower() or "timeout" in str(exc).lower():
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower():
         return TimeoutError(text)
     return OSError(text)
