@@ -43,11 +43,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dataloader.ndf import NdfDataset, NdfWriter, open_ndf
+from dataloader.ndf import NDF_HEADER, NdfDataset, NdfWriter, open_ndf
 
 N_ROWS, D, L, BATCH = 1_000_000, 32, 1, 256
 PYTHON_PREAD_BATCHES = 200
-HEADER_BYTES = 28
+HEADER_BYTES = NDF_HEADER.size  # 28: magic + n, d, l as u64
 
 
 def write_w2_file(directory: str | Path, n: int = N_ROWS) -> Path:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dataloader import ArrayDataset, DataLoader, Dataset
-from dataloader.ndf import NdfDataset, NdfWriter
+from dataloader.ndf import NDF_HEADER, NdfDataset, NdfWriter
 
 try:
     import torch
@@ -63,7 +63,7 @@ BATCH_W3 = 64
 D = 32
 ITEM_LOOP_STEPS = 500  # ~25-35 µs of pure Python per item on this machine
 PREAD_BATCHES = 200  # the Python os.pread loop is slow: time this many batches
-NDF_HEADER_BYTES = 28
+NDF_HEADER_BYTES = NDF_HEADER.size  # 28: magic + n, d, l as u64
 
 
 @dataclass

@@ -18,6 +18,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     0 on success, 2 for bad input (a one-line message on stderr, no
     traceback; argparse's usage errors too), 130 on Ctrl-C.
     """
+    # lazy: `import dataloader.__main__` (the console script's entry) defines main() only
     from dataloader import __version__
     from dataloader.cli import CliError, build_parser
 

@@ -15,30 +15,23 @@ Exact draws differ from torch's (different bit generator); the distributions are
 
 from __future__ import annotations
 
-import operator
 import threading
 
 import numpy as np
+
+from dataloader._validate import check_int
 
 __all__ = ["EpochRng", "check_generator", "check_seed", "rng_for"]
 
 
 def check_seed(seed: object, name: str = "seed") -> int:
-    """Return ``seed`` as a non-negative Python int.
+    """Return ``seed`` as a non-negative Python int (``numpy.random.SeedSequence`` needs ``>= 0``).
 
     Raises:
         TypeError: ``seed`` is not an integer (``bool`` is rejected too).
-        ValueError: ``seed`` is negative (``numpy.random.SeedSequence`` needs ``>= 0``).
+        ValueError: ``seed`` is negative.
     """
-    if isinstance(seed, bool):
-        raise TypeError(f"{name} must be an int, got bool {seed!r}")
-    try:
-        value = operator.index(seed)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(seed).__name__} {seed!r}") from None
-    if value < 0:
-        raise ValueError(f"{name}={value} must be >= 0")
-    return value
+    return check_int(seed, name, minimum=0)
 
 
 def check_generator(generator: object) -> None | int | np.random.Generator:
@@ -105,9 +98,13 @@ class EpochRng:
         self.generator, self._epoch = state
         self._lock = threading.Lock()
 
-    def next_rng(self) -> np.random.Generator:
-        """Claim the current epoch (then count up by one) and return its RNG."""
+    def claim(self) -> int:
+        """Claim the current epoch (then count up by one) and return it."""
         with self._lock:
             epoch = self._epoch
             self._epoch = epoch + 1
-        return rng_for(self.generator, epoch)
+        return epoch
+
+    def next_rng(self) -> np.random.Generator:
+        """Claim the current epoch (then count up by one) and return its RNG."""
+        return rng_for(self.generator, self.claim())

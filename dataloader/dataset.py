@@ -17,9 +17,8 @@ Every dataset in this module is read-only after construction.
 from __future__ import annotations
 
 from dataloader._datasets.array import ArrayDataset
-from dataloader._datasets.base import ChainDataset, Dataset, IterableDataset
+from dataloader._datasets.base import ChainDataset, ConcatDataset, Dataset, IterableDataset
 from dataloader._datasets.batched import BatchedItems
-from dataloader._datasets.concat import ConcatDataset
 from dataloader._datasets.stack import StackDataset
 from dataloader._datasets.subset import Subset, random_split
 

@@ -20,7 +20,8 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.epoch import Epoch, EpochIterator
+from dataloader._engine.epoch import Epoch
+from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions
 from dataloader._engine.plan import EpochPlan, index_source
 from dataloader._engine.handout import SharedPool

@@ -19,20 +19,11 @@ Image transforms live in ``dataloader.image``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
-try:
-    from dataloader._context import item_rng as _item_rng
-except ImportError:  # pragma: no cover - until the loader's context module is merged
-
-    def _item_rng(index: int | None = None) -> np.random.Generator:
-        raise RuntimeError(
-            "a random transform was called outside a DataLoader without rng=; "
-            "pass rng=numpy.random.default_rng(seed)"
-        )
-
+from dataloader._context import item_rng
 
 __all__ = ["Compose", "Transform", "resolve_rng"]
 
@@ -43,7 +34,7 @@ def resolve_rng(rng: np.random.Generator | None) -> np.random.Generator:
     Raises:
         RuntimeError: ``rng`` is ``None`` outside a DataLoader.
     """
-    return _item_rng() if rng is None else rng
+    return item_rng() if rng is None else rng
 
 
 class Transform:
@@ -89,7 +80,7 @@ class Transform:
             first = self.apply(item[0], rng)
             if type(item) is tuple:
                 return (first, *item[1:])
-            return item._make((first, *item[1:]))  # a namedtuple keeps its type
+            return cast(Any, item)._make((first, *item[1:]))  # a namedtuple keeps its type
         return self.apply(item, rng)
 
     def then(self, other: Callable[..., Any]) -> Compose:

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class RecordingDataset:
@@ -60,3 +67,40 @@ def collect(loader: Any) -> list[tuple[str, Any]]:
         else:
             out.append(("batch", batch))
 
+
+def run_python(
+    *args: str, timeout: float = 120, cwd: Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in a fresh interpreter that imports this source tree's ``dataloader``."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_threads(
+    work: Callable[[int], object], n: int, timeout_s: float = 50
+) -> list[BaseException]:
+    """Run ``work(0) ... work(n - 1)`` on ``n`` threads at once; return what they raised.
+
+    Fails the test when a thread is still running ``timeout_s`` seconds after the joins begin.
+    """
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # carried to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,), name=f"test-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish"
+    return errors

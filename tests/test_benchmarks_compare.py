@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import run_python
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_compare_prints_every_workload_table():
-    done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/compare.py",
-            "--rows",
-            "3000",
-            "--items",
-            "300",
-            "--epochs",
-            "1",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    done = run_python(
+        "benchmarks/compare.py", "--rows", "3000", "--items", "300", "--epochs", "1", timeout=280
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import gzip
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_python
 
 import dataloader.ndf as ndf
 from dataloader.__main__ import main
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def read_back(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -383,14 +381,7 @@ def test_csv_larger_than_the_memory_budget_converts_in_bounded_memory(tmp_path):
         "rc = main(['convert', sys.argv[1], sys.argv[2], '--label-columns', 'c15', '-q']); "
         "print(peak() - before); sys.exit(rc)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(path), str(tmp_path / "big.ndf")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=280,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-    )
+    done = run_python("-c", code, str(path), str(tmp_path / "big.ndf"), timeout=280)
     assert done.returncode == 0, done.stderr
     growth = int(done.stdout.strip())
     assert growth < 64 * 2**20, (
@@ -398,3 +389,38 @@ def test_csv_larger_than_the_memory_budget_converts_in_bounded_memory(tmp_path):
     )
     with ndf.open_ndf(tmp_path / "big.ndf") as f:
         assert (f.n, f.d, f.l) == (repeats * 10_000, 15, 1)
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p for p in os.listdir(folder) if p.endswith((".ndf", ".tmp")))
+
+
+def test_zero_byte_npy_is_a_user_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # np.load raises EOFError on an empty file: exit 2 naming the file, no output left.
+    src = tmp_path / "x.npy"
+    src.write_bytes(b"")
+    assert main(["convert", str(src), str(tmp_path / "o.ndf"), "-q"]) == 2
+    assert "x.npy" in capsys.readouterr().err
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["header", "data"])
+def test_csv_field_over_csv_module_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    # csv.reader's field_size_limit is 131072: a longer header name, or a long bad cell in a
+    # block that fails to parse, is exit 2 naming the file and line.
+    src = tmp_path / "t.csv"
+    long = "x" * 200_000
+    src.write_text(f"{long},b\n1,2\n" if where == "header" else f"a,b\n1,2\n1,{long}\n")
+    assert main(["convert", str(src), str(tmp_path / "o.ndf"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "t.csv" in err and "line" in err
+    assert _leftovers(tmp_path) == []
+
+
+def test_csv_trailing_blank_block_is_silent(tmp_path: Path) -> None:
+    # A block of only blank lines must not make np.loadtxt warn "input contained no data".
+    src = tmp_path / "t.csv"
+    src.write_text("a,b\n1,2\n\n\n\n\n")
+    assert main(["convert", str(src), str(tmp_path / "o.ndf"), "-q", "--chunk-rows", "2"]) == 0

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, run_python
 
 import dataloader
 from dataloader.__main__ import main
+from dataloader.ndf import save_ndf
 
-REPO = Path(__file__).resolve().parents[1]
 COMMANDS = ("convert", "info", "bench", "demo")
 
 
@@ -21,15 +21,7 @@ def run_module(
     *args: str, cwd: Path = REPO, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     """``python -m dataloader ARGS`` in a fresh interpreter, from the source tree."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "dataloader", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_python("-m", "dataloader", *args, cwd=cwd, timeout=timeout)
 
 
 def test_version_prints_package_version(capsys):
@@ -109,3 +101,23 @@ def test_subprocess_bad_input_exits_2_without_traceback(tmp_path):
     assert len(lines) == 1
     assert "bad.csv: line 3, column 2 ('b'): 'oops' is not a number" in lines[0]
     assert sorted(os.listdir(tmp_path)) == ["bad.csv"]
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        ("bench", ["--num-workers", "10000"]),
+        ("bench", ["--prefetch-depth", str(10**11)]),
+        ("demo", ["--num-workers", "10000"]),
+    ],
+)
+def test_loader_limits_are_user_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, option: list[str]
+) -> None:
+    # DataLoader's ValueError ("num_workers=10000 must be <= 1024") is exit 2, no traceback.
+    f = tmp_path / "d.ndf"
+    save_ndf(f, np.random.default_rng(0).random((20, 3)), (np.arange(20) % 2)[:, None])
+    args = [command, *option, "--epochs", "1", "--no-progress"]
+    args += [str(f)] if command == "bench" else ["--data", str(f)]
+    assert main(args) == 2
+    assert option[0].lstrip("-").replace("-", "_") in capsys.readouterr().err.replace("-", "_")

@@ -240,3 +240,22 @@ def test_extensions_keep_gil_disabled():
 
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
         assert sys._is_gil_enabled() is False
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_big_endian_float32_images(layout: str) -> None:
+    # '>f4' images are byte-swapped to native before the copy (NumPy gives them NPY_FLOAT32 too).
+    x = np.linspace(0, 1, 2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
+    col = ImageCollator(layout=layout, dtype=np.float32)
+    want = np.asarray(col([x, x]))
+    got = np.asarray(col([x.astype(">f4"), x.astype(">f4")]))
+    np.testing.assert_array_equal(got, want)
+    mixed = np.asarray(col([x, x.astype(">f4")]))
+    np.testing.assert_array_equal(mixed, want)
+
+
+def test_uint64_labels_do_not_wrap() -> None:
+    # Labels are int64: one >= 2**63 is refused, never wrapped to a negative.
+    item = (np.zeros((2, 2, 3), np.uint8), np.uint64(2**63 + 5))
+    with pytest.raises((ValueError, TypeError, OverflowError)):
+        ImageCollator()([item])

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import run_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,30 +100,22 @@ def test_native_guards_reject_bad_arguments(rows, access):
 def test_eight_threads_read_one_file_exactly(rows, access):
     tmp, x, y = rows
     f = open_ndf(tmp / "xy.ndf", access=access)
-    errors: list[BaseException] = []
     start = threading.Barrier(8)
 
     def work(seed: int) -> None:
-        try:
-            rng = np.random.default_rng(seed)
-            start.wait()
-            for _ in range(200):
-                idx = rng.integers(0, 5000, size=int(rng.integers(0, 300)))
-                ox, oy = f.read_rows(idx)
-                if not (np.array_equal(ox, x[idx]) and np.array_equal(oy, y[idx])):
-                    raise AssertionError(f"wrong rows on thread {seed}")
-                i = int(rng.integers(0, 5000))
-                rx, ry = f.read_row(i)
-                if not (np.array_equal(rx, x[i]) and np.array_equal(ry, y[i])):
-                    raise AssertionError(f"wrong row {i} on thread {seed}")
-        except BaseException as exc:  # carried to the main thread
-            errors.append(exc)
+        rng = np.random.default_rng(seed)
+        start.wait()
+        for _ in range(200):
+            idx = rng.integers(0, 5000, size=int(rng.integers(0, 300)))
+            ox, oy = f.read_rows(idx)
+            if not (np.array_equal(ox, x[idx]) and np.array_equal(oy, y[idx])):
+                raise AssertionError(f"wrong rows on thread {seed}")
+            i = int(rng.integers(0, 5000))
+            rx, ry = f.read_row(i)
+            if not (np.array_equal(rx, x[i]) and np.array_equal(ry, y[i])):
+                raise AssertionError(f"wrong row {i} on thread {seed}")
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_threads(work, 8)
     f.close()
     assert errors == []
 
@@ -223,11 +216,7 @@ def test_two_dataloaders_share_one_file(rows):
             loader = loader_mod.DataLoader(ds, batch_size=64, sampler=sampler, num_workers=2)
             results[shard] = [(np.asarray(bx), np.asarray(by)) for bx, by in loader]
 
-        threads = [threading.Thread(target=consume, args=(s,)) for s in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        assert run_threads(consume, 2) == []
         for shard in range(2):
             order = ShardSampler(ds, num_shards=2, shard_id=shard, seed=3).indices(0)
             got_x = np.concatenate([bx for bx, _ in results[shard]])

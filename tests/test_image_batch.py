@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import gc
-import subprocess
-import sys
+import pickle
 import textwrap
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run_python, run_threads
 
 from dataloader.image import ImageBatch, ImageCollator
 
@@ -186,10 +186,7 @@ def test_interpreter_exit_with_a_frozen_lock_holder_does_not_hang():
         locked.wait()
         print("exiting")
     """)
-    root = Path(__file__).resolve().parents[1]
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=50
-    )
+    result = run_python("-c", script, timeout=50)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "exiting"
 
@@ -198,34 +195,72 @@ def test_interpreter_exit_with_a_frozen_lock_holder_does_not_hang():
 @pytest.mark.parametrize("dtype", [np.uint8, np.float32])
 def test_concurrent_collation_from_4_threads(dtype):
     collator = ImageCollator("NCHW", dtype, reuse_buffers=2)
-    errors = []
     start = threading.Barrier(4)
 
     def work(tid):
-        try:
-            start.wait()
-            held = []
-            for k in range(40):
-                value = tid * 50 + k
-                batch = collator([(x, value) for x in items(value, n=6, shape=(16, 12, 3))])
-                expected = np.stack(items(value, n=6, shape=(16, 12, 3))).transpose(0, 3, 1, 2)
-                if dtype == np.float32:
-                    expected = expected / np.float32(255)
-                np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
-                np.testing.assert_array_equal(batch.labels, [value] * 6)
-                if k % 10 == 0:
-                    held.append((batch, expected))
-            for batch, expected in held:  # not overwritten by the other threads
-                np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
-        except Exception as e:  # carried to the main thread
-            errors.append(e)
+        start.wait()
+        held = []
+        for k in range(40):
+            value = tid * 50 + k
+            batch = collator([(x, value) for x in items(value, n=6, shape=(16, 12, 3))])
+            expected = np.stack(items(value, n=6, shape=(16, 12, 3))).transpose(0, 3, 1, 2)
+            if dtype == np.float32:
+                expected = expected / np.float32(255)
+            np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
+            np.testing.assert_array_equal(batch.labels, [value] * 6)
+            if k % 10 == 0:
+                held.append((batch, expected))
+        for batch, expected in held:  # not overwritten by the other threads
+            np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(50)
-    assert not any(t.is_alive() for t in threads)
+    errors = run_threads(work, 4)
     assert errors == []
     gc.collect()
     assert collator._pool.idle() <= 2
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("reuse", [0, 1])
+def test_deepcopy_of_batch_outlives_original(reuse: int) -> None:
+    # The copy owns its pixels: it never points into the original's (reused) buffer.
+    code = f"""
+import copy, gc, numpy as np
+from dataloader.image import ImageCollator
+c = ImageCollator(reuse_buffers={reuse})
+b = c([np.full((256, 256, 3), 9, np.uint8)] * 8)
+dc = copy.deepcopy(b)
+del b; gc.collect()
+junk = [c([np.full((256, 256, 3), 77, np.uint8)] * 8) for _ in range(4)]
+junk += [np.full(256 * 256 * 3 * 8, 55, np.uint8) for _ in range(4)]
+a = np.asarray(dc)
+assert a.shape == (8, 3, 256, 256) and (a == 9).all(), np.unique(a)
+"""
+    proc = run_python("-c", code)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+
+
+def test_pickled_batch_owns_its_pixels() -> None:
+    b = ImageCollator(reuse_buffers=1)([np.full((4, 5, 3), 3, np.uint8)] * 2)
+    p = pickle.loads(pickle.dumps(b))
+    assert p._buffer.address == p._buffer.array.__array_interface__["data"][0]
+    assert p._buffer.address != b._buffer.address
+    assert (np.asarray(p) == 3).all() and np.asarray(p).shape == (2, 3, 4, 5)
+
+
+@pytest.mark.timeout(60)
+def test_held_views_survive_reuse_across_threads() -> None:
+    # A view held while 100 more batches reuse the pool is never overwritten.
+    col = ImageCollator(reuse_buffers=1)
+    first = col([np.full((16, 16, 3), 7, np.uint8)] * 4)
+    views = [np.asarray(first), np.from_dlpack(first), np.asarray(first)[1:, 0]]
+    del first
+    gc.collect()
+
+    def churn(tid: int) -> None:
+        for k in range(100):
+            b = col([np.full((16, 16, 3), (tid + k) % 200 + 20, np.uint8)] * 4)
+            assert (np.asarray(b) == (tid + k) % 200 + 20).all()
+
+    assert run_threads(churn, 4) == []
+    assert all((v == 7).all() for v in views)
+    assert copy.copy(views[0]).shape == (4, 3, 16, 16)

@@ -133,3 +133,15 @@ def test_resize_bad_input():
         Resize(0)
     with pytest.raises(ValueError, match="shape"):
         Resize(8)(np.zeros((2, 2, 2, 2), np.uint8))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (5, 0, 3), (0, 0)])
+def test_resize_shorter_side_of_empty_image(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="empty|0"):
+        Resize(4)(np.zeros(shape, np.uint8))
+
+
+@pytest.mark.parametrize("size", [(2.5, 3.7), ("3", "2"), (True, 2), 2.0])
+def test_resize_sizes_must_be_ints_not_truncated(size):
+    with pytest.raises(TypeError, match="size="):
+        Resize(size)

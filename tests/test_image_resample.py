@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,6 +9,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("PIL")
 from _image_data import photo
+from conftest import run_threads
 from PIL import Image
 
 from dataloader._native import _resize
@@ -107,20 +106,11 @@ def test_native_entry_validates():
 def test_concurrent_resizes_from_4_threads_are_correct():
     images = [photo((96, 128), index=i) for i in range(4)]
     expected = [pillow_resize(x, 70, 50, "bicubic") for x in images]
-    errors = []
 
     def work(i):
-        try:
-            for _ in range(20):
-                np.testing.assert_array_equal(
-                    resize_array(images[i], 70, 50, "bicubic", "test"), expected[i]
-                )
-        except AssertionError as e:
-            errors.append(e)
+        for _ in range(20):
+            np.testing.assert_array_equal(
+                resize_array(images[i], 70, 50, "bicubic", "test"), expected[i]
+            )
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(50)
-    assert errors == [] and not any(t.is_alive() for t in threads)
+    assert run_threads(work, 4) == []

@@ -83,3 +83,17 @@ def test_bad_arguments():
         RandomResizedCrop(8, ratio=(0.0, 1.0))
     with pytest.raises(TypeError, match="uint8"):
         RandomResizedCrop(8)(np.zeros((9, 9, 3), np.float32), rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("shape", [(0, 5, 3), (0, 0)])
+def test_random_resized_crop_of_empty_image(shape: tuple[int, ...]) -> None:
+    with pytest.raises(ValueError, match="empty|0"):
+        RandomResizedCrop(4)(np.zeros(shape, np.uint8), rng=np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"scale": (0.5, float("inf"))}, {"ratio": (1.0, float("inf"))}]
+)
+def test_random_resized_crop_rejects_infinite_ranges(kwargs: dict) -> None:
+    with pytest.raises(ValueError, match="scale|ratio"):
+        RandomResizedCrop(4, **kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 CollateFnMap = dict[type | tuple[type, ...], Callable[..., Any]]
 
 
-def _field(batch, fmap: CollateFnMap | None, key: str):
+def _field(batch: Sequence[Any], fmap: CollateFnMap | None, key: str) -> Any:
     try:
         return _collate(batch, fmap)
     except Exception as e:
@@ -46,7 +46,7 @@ def _field(batch, fmap: CollateFnMap | None, key: str):
         raise
 
 
-def _collate(batch, fmap: CollateFnMap | None):
+def _collate(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     elem_type = type(elem)
     if fmap is not None:
@@ -72,7 +72,7 @@ def _collate(batch, fmap: CollateFnMap | None):
     raise mark(TypeError(ERR_FORMAT.format(elem_type)))
 
 
-def _collate_tensors(torch, batch):
+def _collate_tensors(torch: Any, batch: Sequence[Any]) -> Any:
     """``torch.stack(batch, 0)``: torch tensors stay torch tensors (shape ``(B, ...)``, dtype kept)."""
     first = batch[0].shape
     for j, t in enumerate(batch):
@@ -86,7 +86,7 @@ def _collate_tensors(torch, batch):
     return torch.stack(list(batch), 0)
 
 
-def _collate_mapping(batch, fmap: CollateFnMap | None):
+def _collate_mapping(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     values = {}
     for key in elem:
@@ -98,17 +98,10 @@ def _collate_mapping(batch, fmap: CollateFnMap | None):
                 KeyError(f"default_collate: key {key!r} is missing from element {j} of the batch")
             ) from None
         values[key] = _field(samples, fmap, f"[{key!r}]")
-    try:
-        if isinstance(elem, collections.abc.MutableMapping):
-            clone = copy.copy(elem)  # keeps extra state, e.g. a defaultdict's factory
-            clone.update(values)
-            return clone
-        return type(elem)(values)
-    except TypeError:  # not copyable / not constructible from a dict
-        return values
+    return _rebuild_mapping(elem, values)
 
 
-def _collate_sequence(batch, fmap: CollateFnMap | None):
+def _collate_sequence(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     size = len(elem)
     for j, other in enumerate(batch):
@@ -122,18 +115,37 @@ def _collate_sequence(batch, fmap: CollateFnMap | None):
     fields = [_field(s, fmap, f"[{i}]") for i, s in enumerate(zip(*batch, strict=False))]
     if isinstance(elem, (tuple, BatchedItems)):
         return fields  # Backwards compatibility (PyTorch): tuples collate into lists.
+    return _rebuild_sequence(elem, fields)
+
+
+def _rebuild_mapping(elem: Any, values: dict[Any, Any]) -> Any:
+    """``values`` as a mapping of ``elem``'s type; a plain dict where that type cannot be made."""
+    try:
+        if isinstance(elem, collections.abc.MutableMapping):
+            clone = copy.copy(elem)  # keeps extra state, e.g. a defaultdict's factory
+            clone.update(values)
+            return clone
+        return type(elem)(values)
+    except TypeError:  # not copyable / not constructible from a dict
+        return values
+
+
+def _rebuild_sequence(elem: Any, items: list[Any]) -> Any:
+    """``items`` as a sequence of ``elem``'s type; the list itself where that type can't be made."""
     try:
         if isinstance(elem, collections.abc.MutableSequence):
             clone = copy.copy(elem)
-            for i, f in enumerate(fields):
-                clone[i] = f
+            for i, item in enumerate(items):
+                clone[i] = item
             return clone
-        return type(elem)(fields)
+        return type(elem)(items)
     except TypeError:  # e.g. range
-        return fields
+        return items
 
 
-def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_numpy_array_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Stack arrays of equal shape into ``(B, ...)``; object / string dtypes -> TypeError."""
     elem = batch[0]
     if elem.dtype.kind in _REFUSED_KINDS:
@@ -156,7 +168,9 @@ def collate_numpy_array_fn(batch, *, collate_fn_map: CollateFnMap | None = None)
     return out
 
 
-def collate_numpy_scalar_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_numpy_scalar_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """NumPy scalars -> array of their (promoted) dtype, shape ``(B,)``."""
     out = np.array(batch)
     if out.dtype.kind in _REFUSED_KINDS:
@@ -164,7 +178,7 @@ def collate_numpy_scalar_fn(batch, *, collate_fn_map: CollateFnMap | None = None
     return out
 
 
-def _numbers(batch) -> np.ndarray:
+def _numbers(batch: Sequence[Any]) -> np.ndarray:
     """``np.array(batch)`` of numbers; an object array only when some int is beyond 64 bits."""
     out = np.array(batch)
     if out.dtype.kind in "biufc":
@@ -176,7 +190,9 @@ def _numbers(batch) -> np.ndarray:
     return out
 
 
-def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_float_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Python floats -> float64 array (``torch.tensor(batch, dtype=torch.float64)``)."""
     out = _numbers(batch)
     if out.dtype.kind == "c" or (out.dtype.kind == "O" and any(type(x) is complex for x in batch)):
@@ -189,7 +205,9 @@ def collate_float_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np
         ) from None
 
 
-def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.ndarray:
+def collate_int_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> np.ndarray:
     """Python ints -> int64 array; all bools -> bool; mixed with floats -> float32 (torch)."""
     if all(isinstance(x, int) for x in batch):
         if all(isinstance(x, bool) for x in batch):
@@ -215,7 +233,9 @@ def collate_int_fn(batch, *, collate_fn_map: CollateFnMap | None = None) -> np.n
     return out if kind == "b" else out.astype(np.int64, copy=False)
 
 
-def collate_str_fn(batch, *, collate_fn_map: CollateFnMap | None = None):
+def collate_str_fn(
+    batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None
+) -> Any:
     """Strings and bytes are left as they are: the batch itself is returned."""
     return batch
 
@@ -231,7 +251,7 @@ default_collate_fn_map: CollateFnMap = {
 _PRISTINE_MAP = dict(default_collate_fn_map)
 
 
-def collate(batch, *, collate_fn_map: CollateFnMap | None = None):
+def collate(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None) -> Any:
     """Collate ``batch`` (a non-empty sequence of samples) with PyTorch's generic algorithm.
 
     Args:
@@ -262,7 +282,7 @@ def _columns_fast(batch: BatchedItems) -> list[np.ndarray] | None:
     return [np.ascontiguousarray(c) for c in cols]
 
 
-def default_collate(batch):
+def default_collate(batch: Sequence[Any]) -> Any:
     """Collate a batch (a sequence of samples) into NumPy arrays, by PyTorch's rules.
 
     Args:
@@ -284,7 +304,7 @@ def default_collate(batch):
     return collate(batch, collate_fn_map=default_collate_fn_map)
 
 
-def default_convert(data):
+def default_convert(data: Any) -> Any:
     """Convert one sample (``batch_size=None``): NumPy scalars -> 0-d arrays, containers recursed.
 
     Arrays and Python numbers / strings pass through unchanged; mappings keep their type (else
@@ -296,28 +316,11 @@ def default_convert(data):
     if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
         return np.asarray(data)
     if isinstance(data, collections.abc.Mapping):
-        values = {key: default_convert(data[key]) for key in data}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(values)
-                return clone
-            return type(data)(values)
-        except TypeError:
-            return values
+        return _rebuild_mapping(data, {key: default_convert(data[key]) for key in data})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, tuple):
         return [default_convert(d) for d in data]
     if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        items = [default_convert(d) for d in data]
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, d in enumerate(items):
-                    clone[i] = d
-                return clone
-            return type(data)(items)
-        except TypeError:
-            return items
+        return _rebuild_sequence(data, [default_convert(d) for d in data])
     return data

@@ -1,7 +1,8 @@
 """Datasets (private): the base classes and the in-memory datasets built on them.
 
-``base`` (``Dataset``, ``IterableDataset``, ``ChainDataset``, ``fetch_items``), ``batched``
-(``BatchedItems``), ``concat`` (``ConcatDataset``), ``array`` (``ArrayDataset``), ``subset``
+``base`` (``Dataset``, ``IterableDataset``, ``ChainDataset``, ``ConcatDataset``), ``concat`` (the
+batched ``__getitems__`` of ``ConcatDataset``), ``fetch`` (``fetch_items``: a batch via
+``__getitems__``), ``batched`` (``BatchedItems``), ``array`` (``ArrayDataset``), ``subset``
 (``Subset``, ``random_split``).  Public through :mod:`dataloader.dataset`; see docs/design.md
 ("Layout").
 """

@@ -1,4 +1,5 @@
-"""``ArrayDataset``: PyTorch's ``TensorDataset`` over NumPy arrays, with a batched ``__getitems__``."""
+"""``ArrayDataset``: PyTorch's ``TensorDataset`` over NumPy arrays, with a batched
+``__getitems__``."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class ArrayDataset(Dataset[tuple]):
         """Alias of :attr:`arrays` (the name PyTorch's ``TensorDataset`` uses)."""
         return self.arrays
 
-    def __getitem__(self, index) -> tuple:
+    def __getitem__(self, index: Any) -> tuple[Any, ...]:
         return tuple(a[index] for a in self.arrays)
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> BatchedItems:

@@ -1,21 +1,23 @@
-"""Dataset base classes (PyTorch's ``Dataset``, ``IterableDataset``, ``ChainDataset``).
+"""Dataset base classes: PyTorch's ``Dataset``, ``IterableDataset``, ``ChainDataset`` and
+``ConcatDataset``.
+
+``ConcatDataset`` is here because ``Dataset.__add__`` makes one; its batched ``__getitems__``
+(regrouping a batch by member) is :func:`dataloader._datasets.concat.concat_items`.
 
 Public through :mod:`dataloader.dataset`; see its docstring for the dataset protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+import bisect
+from collections.abc import Iterable, Iterator, Sequence, Sized
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from dataloader._indices import as_index_array
+from dataloader._datasets.concat import concat_items
 
-if TYPE_CHECKING:
-    from dataloader._datasets.concat import ConcatDataset
-
-__all__ = ["ChainDataset", "Dataset", "IterableDataset", "fetch_items"]
+__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -28,12 +30,10 @@ class Dataset(Generic[T_co]):
     subclass provides them).
     """
 
-    def __getitem__(self, index) -> T_co:
+    def __getitem__(self, index: Any) -> T_co:
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
 
     def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
-        from dataloader._datasets.concat import ConcatDataset
-
         return ConcatDataset([self, other])
 
 
@@ -47,7 +47,8 @@ class IterableDataset(Dataset[T_co], Iterable[T_co]):
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
-    def __add__(self, other: Dataset[T_co]) -> ChainDataset:
+    # PyTorch's API: iterable + iterable chains them (not a ConcatDataset, hence the override).
+    def __add__(self, other: Dataset[T_co]) -> ChainDataset:  # type: ignore[override]
         return ChainDataset([self, other])
 
 
@@ -74,25 +75,64 @@ class ChainDataset(IterableDataset):
             yield from d
 
     def __len__(self) -> int:
-        return sum(len(d) for d in self._members())  # type: ignore[arg-type]
+        return sum(len(cast(Sized, d)) for d in self._members())  # TypeError without __len__
 
 
-def fetch_items(dataset: Any, keys: np.ndarray | list[Any]) -> Sequence[Any]:
-    """Items ``keys`` of ``dataset``, via ``__getitems__`` where it has one.
+class ConcatDataset(Dataset[T_co]):
+    """The concatenation of map-style datasets.
 
-    ``keys`` is a 1-D int64 array or a list; the dataset gets an array only when it declares
-    ``accepts_index_arrays`` (and the keys are integers), else a list.
+    Args:
+        datasets: a non-empty iterable of map-style datasets with ``__len__`` (read once, at
+            construction, into :attr:`cumulative_sizes`).
+
+    Indexing follows PyTorch: ``-len(self) <= index < 0`` counts from the end, an index below
+    ``-len(self)`` raises ``ValueError``, one ``>= len(self)`` raises ``IndexError``.
+
+    Raises:
+        ValueError: ``datasets`` is empty (PyTorch raises AssertionError).
+        TypeError: a member is an :class:`IterableDataset` (PyTorch raises AssertionError).
     """
-    getitems = getattr(dataset, "__getitems__", None)
-    if callable(getitems) and getattr(dataset, "accepts_index_arrays", False):
-        if not isinstance(keys, np.ndarray):
-            try:
-                keys = as_index_array(keys)
-            except TypeError:  # non-integer keys: the dataset gets the list
-                return getitems(keys)
-        return getitems(keys)
-    if isinstance(keys, np.ndarray):
-        keys = keys.tolist()
-    if callable(getitems):
-        return getitems(keys)
-    return [dataset[k] for k in keys]
+
+    accepts_index_arrays = True
+
+    @staticmethod
+    def cumsum(sequence: Iterable[Any]) -> list[int]:
+        """Running totals of ``len(e)`` over ``sequence``."""
+        r, s = [], 0
+        for e in sequence:
+            s += len(e)
+            r.append(s)
+        return r
+
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("datasets should not be an empty iterable")
+        for k, d in enumerate(self.datasets):
+            if isinstance(d, IterableDataset):
+                raise TypeError(
+                    f"ConcatDataset does not support IterableDataset (datasets[{k}] is "
+                    f"{type(d).__name__})"
+                )
+        self.cumulative_sizes = self.cumsum(self.datasets)
+        self._ends = np.asarray(self.cumulative_sizes, dtype=np.int64)
+        self._starts = np.concatenate([[0], self._ends[:-1]]).astype(np.int64)
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, idx: int) -> T_co:
+        n = len(self)
+        if idx < 0:
+            if -idx > n:
+                raise ValueError("absolute value of index should not exceed dataset length")
+            idx = n + idx
+        elif idx >= n:
+            raise IndexError(f"index {idx} is out of range for ConcatDataset of length {n}")
+        d = bisect.bisect_right(self.cumulative_sizes, idx)
+        local = idx if d == 0 else idx - self.cumulative_sizes[d - 1]
+        return self.datasets[d][local]
+
+    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> Sequence[Any]:
+        """Items ``indices`` (list of ints or 1-D int64 array) in order; see ``concat_items``."""
+        return concat_items(self.datasets, self._starts, self._ends, indices)

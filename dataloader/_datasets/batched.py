@@ -62,7 +62,7 @@ class BatchedItems(Sequence):
     @overload
     def __getitem__(self, index: slice) -> BatchedItems: ...
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | slice) -> tuple[Any, ...] | BatchedItems:
         """Row ``index`` as a tuple; a slice gives a ``BatchedItems`` of sliced columns."""
         if isinstance(index, slice):
             return BatchedItems(tuple(c[index] for c in self._columns))

@@ -1,6 +1,6 @@
-"""``ConcatDataset``: datasets one after another (PyTorch's rules), with a batched ``__getitems__``.
+"""The batched ``__getitems__`` of ``ConcatDataset``: one batch across member datasets.
 
-``__getitems__`` splits the batch by member dataset (``searchsorted`` over the cumulative
+:func:`concat_items` splits the batch by member dataset (``searchsorted`` over the cumulative
 sizes), fetches each group with one call (the member's own ``__getitems__`` where it has one)
 and puts the rows back in the requested order.  When every group answers with
 :class:`BatchedItems` of matching columns, the answer is a ``BatchedItems`` whose columns are
@@ -10,113 +10,63 @@ the rows one by one would (NumPy promotes dtypes the same way in both).
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from dataloader._datasets.batched import BatchedItems
-from dataloader._datasets.base import Dataset, IterableDataset, fetch_items
+from dataloader._datasets.fetch import check_item_count, fetch_items
 from dataloader._indices import as_index_array
 
-__all__ = ["ConcatDataset"]
-
-T_co = TypeVar("T_co", covariant=True)
+__all__ = ["concat_items"]
 
 
-class ConcatDataset(Dataset[T_co]):
-    """The concatenation of map-style datasets.
+def concat_items(
+    datasets: Sequence[Any],
+    starts: np.ndarray,
+    ends: np.ndarray,
+    indices: Sequence[int] | np.ndarray,
+) -> Sequence[Any]:
+    """Items ``indices`` (list of ints or 1-D int64 array) of the concatenation, in order.
 
-    Args:
-        datasets: a non-empty iterable of map-style datasets with ``__len__`` (read once, at
-            construction, into :attr:`cumulative_sizes`).
-
-    Indexing follows PyTorch: ``-len(self) <= index < 0`` counts from the end, an index below
-    ``-len(self)`` raises ``ValueError``, one ``>= len(self)`` raises ``IndexError``.
+    ``starts`` / ``ends`` (int64, one per member) are where each member's rows begin and end in
+    the concatenation.  Indexing follows ``ConcatDataset.__getitem__`` (PyTorch's rules).
 
     Raises:
-        ValueError: ``datasets`` is empty (PyTorch raises AssertionError).
-        TypeError: a member is an :class:`IterableDataset` (PyTorch raises AssertionError).
+        ValueError: an index below ``-len``, or a member returning the wrong number of items.
+        IndexError: an index ``>= len``.
     """
-
-    accepts_index_arrays = True
-
-    @staticmethod
-    def cumsum(sequence: Iterable[Any]) -> list[int]:
-        """Running totals of ``len(e)`` over ``sequence``."""
-        r, s = [], 0
-        for e in sequence:
-            s += len(e)
-            r.append(s)
-        return r
-
-    def __init__(self, datasets: Iterable[Dataset]) -> None:
-        self.datasets = list(datasets)
-        if not self.datasets:
-            raise ValueError("datasets should not be an empty iterable")
-        for k, d in enumerate(self.datasets):
-            if isinstance(d, IterableDataset):
-                raise TypeError(
-                    f"ConcatDataset does not support IterableDataset (datasets[{k}] is "
-                    f"{type(d).__name__})"
-                )
-        self.cumulative_sizes = self.cumsum(self.datasets)
-        self._ends = np.asarray(self.cumulative_sizes, dtype=np.int64)
-        self._starts = np.concatenate([[0], self._ends[:-1]]).astype(np.int64)
-
-    def __len__(self) -> int:
-        return self.cumulative_sizes[-1]
-
-    def __getitem__(self, idx):
-        n = len(self)
-        if idx < 0:
-            if -idx > n:
-                raise ValueError("absolute value of index should not exceed dataset length")
-            idx = n + idx
-        elif idx >= n:
-            raise IndexError(f"index {idx} is out of range for ConcatDataset of length {n}")
-        d = bisect.bisect_right(self.cumulative_sizes, idx)
-        local = idx if d == 0 else idx - self.cumulative_sizes[d - 1]
-        return self.datasets[d][local]
-
-    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> Sequence[Any]:
-        """Items ``indices`` (list of ints or 1-D int64 array) in order; see the module doc."""
-        idx = as_index_array(indices)
-        if idx.size == 0:
-            return []
-        n = len(self)
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < -n:
-            raise ValueError(
-                f"absolute value of index should not exceed dataset length (index {lo}, length {n})"
-            )
-        if hi >= n:
-            raise IndexError(f"index {hi} is out of range for ConcatDataset of length {n}")
-        if lo < 0:
-            idx = np.where(idx < 0, idx + n, idx)
-        member = np.searchsorted(self._ends, idx, side="right")
-        counts = np.bincount(member, minlength=len(self.datasets)).tolist()
-        first = int(member[0])
-        if counts[first] == len(idx):  # one member: no regrouping
-            return fetch_items(self.datasets[first], idx - self._starts[first])
-        local = idx - self._starts[member]
-        order = np.argsort(member, kind="stable")
-        parts = []
-        start = 0
-        for d, count in enumerate(counts):
-            if not count:
-                continue
-            positions = order[start : start + count]
-            start += count
-            items = fetch_items(self.datasets[d], local[positions])
-            if len(items) != len(positions):
-                raise ValueError(
-                    f"datasets[{d}].__getitems__ returned {len(items)} items for "
-                    f"{len(positions)} indices"
-                )
-            parts.append((positions, items))
-        return _assemble(parts, len(idx))
+    idx = as_index_array(indices)
+    if idx.size == 0:
+        return []
+    n = int(ends[-1])
+    lo, hi = int(idx.min()), int(idx.max())
+    if lo < -n:
+        raise ValueError(
+            f"absolute value of index should not exceed dataset length (index {lo}, length {n})"
+        )
+    if hi >= n:
+        raise IndexError(f"index {hi} is out of range for ConcatDataset of length {n}")
+    if lo < 0:
+        idx = np.where(idx < 0, idx + n, idx)
+    member = np.searchsorted(ends, idx, side="right")
+    counts = np.bincount(member, minlength=len(datasets)).tolist()
+    first = int(member[0])
+    if counts[first] == len(idx):  # one member: no regrouping
+        return fetch_items(datasets[first], idx - starts[first])
+    local = idx - starts[member]
+    order = np.argsort(member, kind="stable")
+    parts: list[tuple[np.ndarray, Any]] = []
+    start = 0
+    for d, count in enumerate(counts):
+        if not count:
+            continue
+        positions = order[start : start + count]
+        start += count
+        items = fetch_items(datasets[d], local[positions])
+        parts.append((positions, check_item_count(items, count, f"datasets[{d}].__getitems__")))
+    return _assemble(parts, len(idx))
 
 
 def _stackable(parts: list[tuple[np.ndarray, Any]]) -> bool:

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from dataloader._datasets.base import Dataset, fetch_items
+from dataloader._datasets.base import Dataset
+from dataloader._datasets.fetch import fetch_items
 
 __all__ = ["StackDataset"]
 

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from dataloader._datasets.base import Dataset, fetch_items
+from dataloader._datasets.base import Dataset
+from dataloader._datasets.fetch import fetch_items
 from dataloader._indices import as_index_array
 from dataloader._rng import check_generator, rng_for
 
@@ -38,7 +39,7 @@ class Subset(Dataset[T_co]):
 
     accepts_index_arrays = True
 
-    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]) -> None:
+    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int] | np.ndarray) -> None:
         self.dataset = dataset
         self.indices = indices
         cls = type(self)
@@ -50,7 +51,7 @@ class Subset(Dataset[T_co]):
                 "    return [self.__getitem__(idx) for idx in indices]"
             )
 
-    def __getitem__(self, idx):
+    def __getitem__(self, idx: Any) -> Any:
         if isinstance(idx, list):
             return self.dataset[[self.indices[i] for i in idx]]
         return self.dataset[self.indices[idx]]
@@ -133,8 +134,9 @@ def random_split(
             raise TypeError(f"lengths[{i}]={length!r} must be an int (or all lengths fractions)")
         if length < 0:
             raise ValueError(f"lengths[{i}]={length} must be >= 0")
+    sizes = [int(length) for length in lengths]
     perm = rng.permutation(n)
     return [
-        Subset(dataset, perm[offset - length : offset])
-        for offset, length in zip(itertools.accumulate(lengths), lengths, strict=True)
+        Subset(dataset, perm[offset - size : offset])
+        for offset, size in zip(itertools.accumulate(sizes), sizes, strict=True)
     ]

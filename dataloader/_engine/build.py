@@ -19,9 +19,10 @@ from types import TracebackType
 from typing import Any
 
 from dataloader import _context
+from dataloader._datasets.fetch import check_item_count
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
 
-__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher", "check_item_count"]
+__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
 
 END: Any = type("End", (), {"__repr__": lambda self: "END", "__slots__": ()})()
 """What ``StreamBatcher`` returns for a stream that has ended (never a batch)."""
@@ -55,12 +56,6 @@ class Failure:
             raise exc.with_traceback(tb)
         finally:
             del exc, tb
-
-
-def check_item_count(items: Sequence[Any], indices: Sequence[Any]) -> None:
-    """Raise ``ValueError`` when ``__getitems__`` returned the wrong number of items."""
-    if len(items) != len(indices):
-        raise ValueError(f"__getitems__ returned {len(items)} items for {len(indices)} indices")
 
 
 class Builder:
@@ -144,8 +139,7 @@ class Fetcher(Builder):
         if self._k > 1 and self._lanes is not None:
             items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
         elif self._getitems is not None:
-            items = self._getitems(indices)
-            check_item_count(items, indices)
+            items = check_item_count(self._getitems(indices), len(indices))
             if self._transform is not None:
                 items = self._transform_all(indices, items)
         else:

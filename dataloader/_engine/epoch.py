@@ -6,8 +6,9 @@ window of ``_native._ring``: the consumer asks its work-item source
 each into its slot (tagged with the worker that must build it, for iterable
 streams); worker threads claim, build and complete items; the reorder ring
 gives the results back in epoch order (or in completion order with
-``in_order=False``).  ``SequentialEpoch`` (``num_workers=0``) builds the same
-items inside ``next()``.  Both keep one contract:
+``in_order=False``).  ``SequentialEpoch`` (``num_workers=0``,
+``dataloader._engine.iterator``) builds the same items inside ``next()``.  Both
+keep one contract:
 
 - a batch's exception is raised by ``next()`` for that batch, and the next
   ``next()`` continues;
@@ -21,8 +22,9 @@ items inside ``next()``.  Both keep one contract:
   batch, batches in flight are waited for (at most ``SHUTDOWN_JOIN_TIMEOUT_S``,
   in slices that run signal handlers; not at all from a worker thread, after
   ``fork()`` or at interpreter shutdown) and dropped, and the epoch lets go of
-  its loader.  A dropped epoch is closed by a ``weakref.finalize`` that only
-  cancels the window (it never waits, and takes no lock a worker may hold).
+  its loader.  A dropped epoch is closed by a ``weakref.finalize`` that cancels
+  the window and waits (bounded) on the native window only: it takes no Python
+  lock a worker may hold, and does nothing at interpreter shutdown.
 
 Workers never hold the epoch strongly while they sleep: their job is the native
 ``Window`` (which owns no Python object) and a weak reference to ``_Shared``;
@@ -38,119 +40,17 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.build import END, Failure
+from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
+from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
-__all__ = ["Epoch", "EpochIterator", "SequentialEpoch", "WorkSource"]
-
-
-class WorkSource(Protocol):
-    """What an epoch needs from its work items (see ``dataloader._engine.items``)."""
-
-    owners: int
-
-    def next_item(self) -> tuple[Any, int]: ...
-    def taken(self, owner: int, result: Any) -> bool: ...
-    def describe(self, k: int, owner: int | None) -> str: ...
-    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo: ...
-    def build(self, worker_id: int, item: Any) -> Any: ...
-    def stop_worker(self, worker_id: int) -> None: ...
-
-
-def _forked_error(pid: int) -> RuntimeError:
-    return RuntimeError(
-        f"this DataLoader iterator was started in process {pid}, not in this one ({os.getpid()}): "
-        f"after fork() its worker threads do not exist here; start a new epoch with iter(loader)"
-    )
-
-
-class EpochIterator:
-    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
-
-    _length: int | None = None
-    _start_error: BaseException | None = None
-
-    def __init__(self, length: int | None, start_error: BaseException | None) -> None:
-        self._length = length
-        self._start_error = start_error
-        self._pid = os.getpid()
-
-    def __iter__(self) -> EpochIterator:
-        return self
-
-    def __len__(self) -> int:
-        if self._length is None:
-            raise TypeError("this epoch has no length (its sampler or dataset has no __len__)")
-        return self._length
-
-    def __enter__(self) -> EpochIterator:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def _raise_start_error(self) -> None:
-        """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
-        if self._start_error is not None:
-            exc, self._start_error = self._start_error, None
-            self.close()
-            raise exc
-
-    @staticmethod
-    def _concurrent_next() -> RuntimeError:
-        return RuntimeError("next() was called on one DataLoader iterator from two threads at once")
-
-
-class SequentialEpoch(EpochIterator):
-    """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``.
-
-    Args:
-        produce: returns the next batch, a ``Failure`` or ``END`` (see ``items``).
-        length: ``len()`` of the epoch, or None.
-        start_error: the exception that stopped the epoch from starting, or None.
-    """
-
-    def __init__(
-        self, *, produce: Callable[[], Any] | None, length: int | None, start_error: BaseException | None = None
-    ) -> None:
-        super().__init__(length, start_error)
-        self._produce = produce
-        self._inside = threading.Lock()
-
-    def __next__(self) -> Any:
-        if not self._inside.acquire(blocking=False):
-            raise self._concurrent_next()
-        try:
-            self._raise_start_error()
-            produce = self._produce  # close() may run on another thread
-            if produce is None:
-                raise StopIteration
-            try:
-                out = produce()
-            except BaseException:  # the sampler failed: raised at its position, then the end
-                self.close()
-                raise
-            if out is END:
-                self.close()
-                raise StopIteration
-            if isinstance(out, Failure):
-                out.reraise()
-            return out
-        finally:
-            self._inside.release()
-
-    def close(self) -> None:
-        self._produce = None
+__all__ = ["Epoch"]
 
 
 class _Shared:
@@ -309,7 +209,7 @@ class Epoch(EpochIterator):
         # (the sampler).  It never waits for next(): while next() runs it only cancels the
         # window (waking the wait below) and next() does the clean-up on its way out.
         if self._pid != os.getpid():
-            raise _forked_error(self._pid)
+            raise forked_error(self._pid)
         with self._state:
             if self._closed and self._start_error is None:
                 raise StopIteration

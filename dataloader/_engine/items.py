@@ -19,6 +19,7 @@ built inline.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -80,19 +81,9 @@ class MapItems:
     def stop_worker(self, worker_id: int) -> None:
         pass
 
-    def sequential(self) -> Callable[[], Any]:
-        """``num_workers=0``: a function returning the next batch, a ``Failure`` or ``END``
-        (the sampler's exceptions propagate)."""
-        indices, fetch = self._indices, self._fetch
-
-        def produce() -> Any:
-            try:
-                batch = next(indices)
-            except StopIteration:
-                return END
-            return fetch.build(batch)
-
-        return produce
+    def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+        """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
+        return self._indices.__next__, self._fetch.build
 
 
 class StreamItems:
@@ -171,8 +162,9 @@ class StreamItems:
         """Drop this worker's stream (on its own thread: a generator finishes there)."""
         self._streams[worker_id] = None
 
-    def sequential(self) -> Callable[[], Any]:
-        """``num_workers=0``: the consumer iterates the dataset itself (no copy).
+    def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+        """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``; the consumer
+        iterates the dataset itself (no copy).
 
         Raises:
             Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
@@ -180,7 +172,7 @@ class StreamItems:
         stream, batcher = Stream(iter(self._dataset)), self._batcher
         yielded = 0
 
-        def produce() -> Any:
+        def build(stream: Stream) -> Any:
             nonlocal yielded
             out = batcher.build(stream)
             if out is not END and not isinstance(out, Failure):
@@ -188,4 +180,4 @@ class StreamItems:
                 warn_past_length(self._dataset, self._dataset_len, yielded, 0)
             return out
 
-        return produce
+        return itertools.repeat(stream).__next__, build

@@ -8,18 +8,9 @@ import warnings
 from dataclasses import dataclass, field
 
 from dataloader._constants import MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+from dataloader._validate import check_int
 
 __all__ = ["LoaderOptions", "warn_many_workers"]
-
-
-def _int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}={value} must be >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name}={value} must be <= {maximum}")
-    return int(value)
 
 
 def _bool(name: str, value: object) -> bool:
@@ -59,9 +50,9 @@ class LoaderOptions:
                     f"num_workers option should be non-negative; use num_workers=0 to disable "
                     f"worker threads (got num_workers={self.num_workers})"
                 )
-        _int("num_workers", self.num_workers, 0, MAX_NUM_WORKERS)
+        check_int(self.num_workers, "num_workers", minimum=0, maximum=MAX_NUM_WORKERS)
         if self.batch_size is not None:
-            _int("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
+            check_int(self.batch_size, "batch_size", minimum=1, maximum=MAX_BATCH_SIZE)
         # shuffle and drop_last are taken by truth value, as torch does (its conflict checks
         # and BatchSampler's "drop_last should be a boolean value" come later, in the loader).
         _bool("pin_memory", self.pin_memory)
@@ -71,8 +62,8 @@ class LoaderOptions:
             raise TypeError(f"timeout must be a number of seconds, got {type(self.timeout).__name__}")
         if not self.timeout >= 0:
             raise ValueError(f"timeout option should be non-negative, got timeout={self.timeout}")
-        _int("prefetch_depth", self.prefetch_depth, 0, MAX_WINDOW_BATCHES)
-        _int("item_concurrency", self.item_concurrency, 1, MAX_ITEM_CONCURRENCY)
+        check_int(self.prefetch_depth, "prefetch_depth", minimum=0, maximum=MAX_WINDOW_BATCHES)
+        check_int(self.item_concurrency, "item_concurrency", minimum=1, maximum=MAX_ITEM_CONCURRENCY)
         if self.prefetch_factor is not None:
             if self.num_workers == 0:
                 raise ValueError(
@@ -80,7 +71,7 @@ class LoaderOptions:
                     f"num_workers > 0 to enable them, otherwise set prefetch_factor to None "
                     f"(got prefetch_factor={self.prefetch_factor})"
                 )
-            _int("prefetch_factor", self.prefetch_factor, 1, MAX_WINDOW_BATCHES)
+            check_int(self.prefetch_factor, "prefetch_factor", minimum=1, maximum=MAX_WINDOW_BATCHES)
         window = (
             self.num_workers * self.prefetch_factor
             if self.prefetch_factor is not None

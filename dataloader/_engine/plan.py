@@ -15,7 +15,8 @@ from typing import Any
 
 from dataloader._context import epoch_seed
 from dataloader._engine.build import Fetcher, StreamBatcher
-from dataloader._engine.epoch import Epoch, EpochIterator, SequentialEpoch
+from dataloader._engine.epoch import Epoch
+from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 
@@ -128,13 +129,13 @@ class EpochPlan:
                 start_error = exc
             source = items(indices, fetch, setup, self.num_workers)
         if self.num_workers == 0:
-            produce = None
+            items = None
             if start_error is None:
                 try:
-                    produce = source.sequential()
+                    items = source.sequential()
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(produce=produce, length=length, start_error=start_error)
+            return SequentialEpoch(items=items, length=length, start_error=start_error)
         assert pool is not None
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,

@@ -181,18 +181,18 @@ cdef int gather_pread(
     cdef iovec iov[2]
     cdef Py_ssize_t k = 0, run, max_run
     cdef int64_t row
-    cdef int status
+    cdef int status = 0
     cdef char* bounce = NULL
     if y_bytes == 0:
         max_run = MAX_RUN_BYTES // x_bytes if x_bytes < MAX_RUN_BYTES else 1
     else:
         max_run = BOUNCE_BYTES // row_bytes
-    while k < count:
+    while k < count and status == 0:  # one exit: the bounce buffer is freed there
         row = indices[k]
         if <unsigned long long>row >= <unsigned long long>n:
-            free(bounce)
             bad[0] = k
-            return GATHER_BAD_INDEX
+            status = GATHER_BAD_INDEX
+            break
         run = _run_at(indices, k, count, row, n, max_run) if max_run > 1 else 1
         if y_bytes == 0:
             # x rows are contiguous in the file and in out_x: read in place.
@@ -212,34 +212,26 @@ cdef int gather_pread(
             # (numpy.memmap 14-17 us); a preadv with 2 iovecs a row: 25-32 us.
             if bounce == NULL:
                 bounce = <char*>malloc(BOUNCE_BYTES)
-                if bounce == NULL:
-                    return -ENOMEM
-            status = _read_split(fd, data_offset + row * row_bytes, run, row_bytes, bounce,
-                                 out_x + k * x_bytes, x_bytes, out_y + k * y_bytes, y_bytes)
-        if status != 0:
-            free(bounce)
-            return status
+            status = -ENOMEM if bounce == NULL else _read_split(
+                fd, data_offset + row * row_bytes, run, row_bytes, bounce,
+                out_x + k * x_bytes, x_bytes, out_y + k * y_bytes, y_bytes)
         k += run
     free(bounce)
-    return 0
+    return status
 
 
-cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_t cols) except -1:
+cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_t cols,
+                           bint flat=False) except -1:
+    """Writeable C-contiguous native float64, (rows, cols); ``flat``: rows * cols elements."""
     if cnp.PyArray_TYPE(out) != cnp.NPY_DOUBLE or not cnp.PyArray_ISNOTSWAPPED(out):
         raise TypeError(f"{name} must have dtype float64, got dtype={out.dtype}")
-    if cnp.PyArray_NDIM(out) != 2 or out.shape[0] != rows or out.shape[1] != cols:
+    if flat and cnp.PyArray_SIZE(out) != rows * cols:
+        raise ValueError(f"{name} must be a writeable C-contiguous array of {rows * cols} elements")
+    if not flat and (cnp.PyArray_NDIM(out) != 2 or out.shape[0] != rows or out.shape[1] != cols):
         raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={(<object>out).shape}")
     if not cnp.PyArray_IS_C_CONTIGUOUS(out) or not cnp.PyArray_ISWRITEABLE(out):
-        raise ValueError(f"{name} must be a writeable C-contiguous array")
-    return 0
-
-
-cdef inline int _check_flat(cnp.ndarray out, str name, Py_ssize_t size) except -1:
-    if cnp.PyArray_TYPE(out) != cnp.NPY_DOUBLE or not cnp.PyArray_ISNOTSWAPPED(out):
-        raise TypeError(f"{name} must have dtype float64, got dtype={out.dtype}")
-    if (cnp.PyArray_SIZE(out) != size or not cnp.PyArray_IS_C_CONTIGUOUS(out)
-            or not cnp.PyArray_ISWRITEABLE(out)):
-        raise ValueError(f"{name} must be a writeable C-contiguous array of {size} elements")
+        what = f"array of {rows * cols} elements" if flat else "array"
+        raise ValueError(f"{name} must be a writeable C-contiguous {what}")
     return 0
 
 
@@ -353,11 +345,6 @@ cdef class Reader:
         if free_now:
             self._free()
 
-    cdef int _raise_status(self, int status) except -1:
-        if status == GATHER_EOF:
-            raise OSError(f"unexpected end of file in {self.name!r} (truncated while open?)")
-        raise OSError(-status, os.strerror(-status), self.name)
-
     def gather(self, cnp.ndarray indices not None, cnp.ndarray out_x not None,
                cnp.ndarray out_y not None):
         """Copy rows ``indices`` into ``out_x`` (B, d) and ``out_y`` (B, l).
@@ -382,8 +369,8 @@ cdef class Reader:
                    cnp.ndarray out_y not None):
         """Copy row ``index`` into ``out_x`` and ``out_y`` (any C-contiguous
         writeable float64 arrays of d and l elements)."""
-        _check_flat(out_x, "out_x", self.d)
-        _check_flat(out_y, "out_y", self.l)
+        _check_out(out_x, "out_x", 1, self.d, flat=True)
+        _check_out(out_y, "out_y", 1, self.l, flat=True)
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
@@ -406,6 +393,8 @@ cdef class Reader:
         if status == GATHER_BAD_INDEX:
             raise IndexError(
                 f"index {idx[bad]} is out of range for {self.n} rows in {self.name!r}")
+        if status == GATHER_EOF:
+            raise OSError(f"unexpected end of file in {self.name!r} (truncated while open?)")
         if status != 0:
-            self._raise_status(status)
+            raise OSError(-status, os.strerror(-status), self.name)
         return 0

@@ -1,8 +1,9 @@
 """Image collation kernels: one copy of an HWC image into a batch buffer.
 
-Only the ``noexcept nogil`` API lives here.  ``scratch`` is caller-owned space
-of at least ``16 * w * c`` bytes (one row, staged and converted).  Strides are in elements of the
-source type (they may be negative, e.g. a horizontally flipped view).
+Only the ``noexcept nogil`` API lives here; the float kernel (``_affine``: uint8 or
+float32 in, float32 out) is a fused ``inline`` function of the ``.pyx``.  ``scratch`` is
+caller-owned space of at least ``16 * w * c`` bytes (one row, staged and converted).  Strides
+are in elements of the source type (they may be negative, e.g. a horizontally flipped view).
 """
 
 from libc.stdint cimport uint8_t
@@ -15,13 +16,3 @@ cdef void copy_u8_nhwc(const uint8_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssiz
 cdef void copy_u8_nchw(const uint8_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc,
                        Py_ssize_t h, Py_ssize_t w, Py_ssize_t c,
                        uint8_t* scratch, uint8_t* dst) noexcept nogil
-
-cdef void affine_u8_f32(const uint8_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc,
-                        Py_ssize_t h, Py_ssize_t w, Py_ssize_t c,
-                        const float* scale, const float* bias, bint nchw,
-                        void* scratch, float* dst) noexcept nogil
-
-cdef void affine_f32_f32(const float* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc,
-                         Py_ssize_t h, Py_ssize_t w, Py_ssize_t c,
-                         const float* scale, const float* bias, bint nchw,
-                         void* scratch, float* dst) noexcept nogil

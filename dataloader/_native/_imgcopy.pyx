@@ -173,22 +173,6 @@ cdef inline void _affine(const src_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssiz
                         o0[x * c + k] = tmp[x * c + k] * scale[k] + bias[k]
 
 
-cdef void affine_u8_f32(const uint8_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc,
-                        Py_ssize_t h, Py_ssize_t w, Py_ssize_t c,
-                        const float* scale, const float* bias, bint nchw,
-                        void* scratch, float* dst) noexcept nogil:
-    _affine(src, sy, sx, sc, h, w, c, scale, bias, nchw,
-            <uint8_t*>scratch, <float*>scratch + 3 * w * c, dst)
-
-
-cdef void affine_f32_f32(const float* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc,
-                         Py_ssize_t h, Py_ssize_t w, Py_ssize_t c,
-                         const float* scale, const float* bias, bint nchw,
-                         void* scratch, float* dst) noexcept nogil:
-    _affine(src, sy, sx, sc, h, w, c, scale, bias, nchw,
-            <float*>scratch, <float*>scratch + 3 * w * c, dst)
-
-
 # ---------------------------------------------------------------- validation (GIL)
 
 cdef str _shape_str(Py_ssize_t h, Py_ssize_t w, Py_ssize_t c, int ndim):
@@ -276,6 +260,66 @@ cdef int _check_out(tuple out_shape, Py_ssize_t n, Py_ssize_t* hwc, bint nchw) e
     return 0
 
 
+ctypedef fused dst_t:
+    uint8_t
+    float
+
+
+cdef int _collate(list images, dst_t[:, :, :, ::1] out, bint nchw,
+                  const float[::1] scale, const float[::1] bias) except -1:
+    """Validate ``images`` against ``out``, then copy them all with the GIL released.
+
+    ``uint8`` output: a plain copy (``scale`` / ``bias`` unused, may be None); ``float32``
+    output: ``x * scale[c] + bias[c]`` from ``uint8`` or ``float32`` images.
+    """
+    cdef Py_ssize_t n = len(images)
+    cdef Py_ssize_t hwc[3]
+    cdef Py_ssize_t i, size, row
+    cdef _Image* info
+    cdef void* scratch = NULL
+    cdef dst_t* dst
+    if n == 0:
+        raise ValueError("cannot collate an empty batch")
+    info = <_Image*>malloc(n * sizeof(_Image))
+    if info == NULL:
+        raise MemoryError()
+    try:
+        keep = _gather(images, info, hwc, dst_t is float)
+        _check_out((out.shape[0], out.shape[1], out.shape[2], out.shape[3]), n, hwc, nchw)
+        if dst_t is float:
+            if scale.shape[0] != hwc[2] or bias.shape[0] != hwc[2]:
+                raise ValueError(
+                    f"scale has {scale.shape[0]} and bias {bias.shape[0]} entries; "
+                    f"expected one per channel ({hwc[2]})")
+        size = hwc[0] * hwc[1] * hwc[2]
+        if size == 0:  # empty images: nothing to copy (and no row to stage)
+            return 0
+        scratch = malloc(_scratch_bytes(hwc[1], hwc[2]))
+        if scratch == NULL:
+            raise MemoryError()
+        dst = &out[0, 0, 0, 0]
+        row = hwc[1] * hwc[2]
+        with nogil:
+            for i in range(n):
+                if dst_t is uint8_t:
+                    (copy_u8_nchw if nchw else copy_u8_nhwc)(
+                        <const uint8_t*>info[i].data, info[i].sy, info[i].sx, info[i].sc,
+                        hwc[0], hwc[1], hwc[2], <uint8_t*>scratch, dst + i * size)
+                elif info[i].is_float:  # scratch: staged source row, then the float row
+                    _affine(<const float*>info[i].data, info[i].sy, info[i].sx, info[i].sc,
+                            hwc[0], hwc[1], hwc[2], &scale[0], &bias[0], nchw,
+                            <float*>scratch, <float*>scratch + 3 * row, dst + i * size)
+                else:
+                    _affine(<const uint8_t*>info[i].data, info[i].sy, info[i].sx, info[i].sc,
+                            hwc[0], hwc[1], hwc[2], &scale[0], &bias[0], nchw,
+                            <uint8_t*>scratch, <float*>scratch + 3 * row, dst + i * size)
+        del keep
+    finally:
+        free(scratch)
+        free(info)
+    return 0
+
+
 def collate_u8(list images, uint8_t[:, :, :, ::1] out, bint nchw):
     """Copy ``uint8`` images (any strides) into ``out``; see the module docstring.
 
@@ -284,39 +328,7 @@ def collate_u8(list images, uint8_t[:, :, :, ::1] out, bint nchw):
             wrong shape.
         TypeError: an image is not ``uint8``.
     """
-    cdef Py_ssize_t n = len(images)
-    cdef Py_ssize_t hwc[3]
-    cdef Py_ssize_t i, size
-    cdef _Image* info
-    cdef uint8_t* scratch = NULL
-    if n == 0:
-        raise ValueError("cannot collate an empty batch")
-    info = <_Image*>malloc(n * sizeof(_Image))
-    if info == NULL:
-        raise MemoryError()
-    try:
-        keep = _gather(images, info, hwc, False)
-        _check_out((out.shape[0], out.shape[1], out.shape[2], out.shape[3]), n, hwc, nchw)
-        size = hwc[0] * hwc[1] * hwc[2]
-        if size == 0:  # empty images: nothing to copy (and no row to stage)
-            return
-        scratch = <uint8_t*>malloc(_scratch_bytes(hwc[1], hwc[2]))
-        if scratch == NULL:
-            raise MemoryError()
-        with nogil:
-            for i in range(n):
-                if nchw:
-                    copy_u8_nchw(<const uint8_t*>info[i].data, info[i].sy, info[i].sx,
-                                 info[i].sc, hwc[0], hwc[1], hwc[2], scratch,
-                                 &out[0, 0, 0, 0] + i * size)
-                else:
-                    copy_u8_nhwc(<const uint8_t*>info[i].data, info[i].sy, info[i].sx,
-                                 info[i].sc, hwc[0], hwc[1], hwc[2], scratch,
-                                 &out[0, 0, 0, 0] + i * size)
-        del keep
-    finally:
-        free(scratch)
-        free(info)
+    _collate[uint8_t](images, out, nchw, None, None)
 
 
 def collate_f32(list images, float[:, :, :, ::1] out, bint nchw,
@@ -329,40 +341,4 @@ def collate_f32(list images, float[:, :, :, ::1] out, bint nchw,
         ValueError: as ``collate_u8``, or ``scale``/``bias`` do not have C entries.
         TypeError: an image is neither ``uint8`` nor ``float32``.
     """
-    cdef Py_ssize_t n = len(images)
-    cdef Py_ssize_t hwc[3]
-    cdef Py_ssize_t i, size
-    cdef _Image* info
-    cdef void* scratch = NULL
-    if n == 0:
-        raise ValueError("cannot collate an empty batch")
-    info = <_Image*>malloc(n * sizeof(_Image))
-    if info == NULL:
-        raise MemoryError()
-    try:
-        keep = _gather(images, info, hwc, True)
-        _check_out((out.shape[0], out.shape[1], out.shape[2], out.shape[3]), n, hwc, nchw)
-        if scale.shape[0] != hwc[2] or bias.shape[0] != hwc[2]:
-            raise ValueError(
-                f"scale has {scale.shape[0]} and bias {bias.shape[0]} entries; "
-                f"expected one per channel ({hwc[2]})")
-        size = hwc[0] * hwc[1] * hwc[2]
-        if size == 0:  # empty images: nothing to write
-            return
-        scratch = malloc(_scratch_bytes(hwc[1], hwc[2]))
-        if scratch == NULL:
-            raise MemoryError()
-        with nogil:
-            for i in range(n):
-                if info[i].is_float:
-                    affine_f32_f32(<const float*>info[i].data, info[i].sy, info[i].sx,
-                                   info[i].sc, hwc[0], hwc[1], hwc[2], &scale[0], &bias[0],
-                                   nchw, scratch, &out[0, 0, 0, 0] + i * size)
-                else:
-                    affine_u8_f32(<const uint8_t*>info[i].data, info[i].sy, info[i].sx,
-                                  info[i].sc, hwc[0], hwc[1], hwc[2], &scale[0], &bias[0],
-                                  nchw, scratch, &out[0, 0, 0, 0] + i * size)
-        del keep
-    finally:
-        free(scratch)
-        free(info)
+    _collate[float](images, out, nchw, scale, bias)

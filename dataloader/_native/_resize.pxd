@@ -1,8 +1,9 @@
 """Separable resampling of HWC uint8 images, bit-exact with Pillow's ``Image.resize``.
 
 Only the ``noexcept nogil`` API lives here.  Strides are in elements (bytes) and
-may be negative.  ``filter_id``: 0 box, 1 bilinear, 2 hamming, 3 bicubic,
-4 lanczos (Pillow's convolution filters; nearest is not one of them).  ``order``:
+may be negative.  ``filter_id``: a ``Filter`` of the ``.pyx`` (``BOX``,
+``BILINEAR``, ``HAMMING``, ``BICUBIC``, ``LANCZOS``: Pillow's
+convolution filters; nearest is not one of them).  ``order``:
 0 horizontal pass first (Pillow < 13), 1 Pillow 13's choice.
 """
 

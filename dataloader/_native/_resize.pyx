@@ -30,6 +30,15 @@ cdef enum:
     N_FILTERS = 5
 
 
+cpdef enum Filter:
+    # Pillow's convolution filters (nearest is not one of them); the filter_id of resize()
+    BOX = 0
+    BILINEAR = 1
+    HAMMING = 2
+    BICUBIC = 3
+    LANCZOS = 4
+
+
 cdef enum:
     # which pass runs first, as the Pillow version of that name (see _horizontal_first)
     _PILLOW_12 = 0
@@ -42,11 +51,11 @@ ORDER_PILLOW_13 = _PILLOW_13
 # ---------------------------------------------------------------- filters (nogil)
 
 cdef inline double _support(int filter_id) noexcept nogil:
-    if filter_id == 0:
+    if filter_id == BOX:
         return 0.5
-    if filter_id == 3:
+    if filter_id == BICUBIC:
         return 2.0
-    if filter_id == 4:
+    if filter_id == LANCZOS:
         return 3.0
     return 1.0
 
@@ -59,22 +68,22 @@ cdef inline double _sinc(double x) noexcept nogil:
 
 
 cdef inline double _filter(int filter_id, double x) noexcept nogil:
-    if filter_id == 0:  # box
+    if filter_id == BOX:
         return 1.0 if -0.5 < x <= 0.5 else 0.0
-    if filter_id == 4:  # lanczos: sinc windowed by sinc(x / 3)
+    if filter_id == LANCZOS:  # sinc windowed by sinc(x / 3)
         return _sinc(x) * _sinc(x / 3) if -3.0 <= x < 3.0 else 0.0
     if x < 0.0:
         x = -x
-    if filter_id == 1:  # bilinear (triangle)
+    if filter_id == BILINEAR:  # a triangle
         return 1.0 - x if x < 1.0 else 0.0
-    if filter_id == 2:  # hamming-windowed sinc; Pillow's window constants are floats
+    if filter_id == HAMMING:  # windowed sinc; Pillow's window constants are floats
         if x == 0.0:
             return 1.0
         if x >= 1.0:
             return 0.0
         x = x * M_PI
         return sin(x) / x * (<double>(<float>0.54) + <double>(<float>0.46) * cos(x))
-    # bicubic (Keys, a = -0.5)
+    # BICUBIC (Keys, a = -0.5)
     if x < 1.0:
         return (1.5 * x - 2.5) * x * x + 1
     if x < 2.0:
@@ -306,6 +315,8 @@ cdef int _resize(const uint8_t* src, Py_ssize_t sy, Py_ssize_t sx, Py_ssize_t sc
 def resize(const uint8_t[:, :, :] src, uint8_t[:, :, ::1] out, int filter_id,
            int order=_PILLOW_13):
     """Resize ``src`` ((H, W, C) uint8, any strides) into ``out`` ((h, w, C), C-contiguous).
+
+    ``filter_id`` is a :class:`Filter` (``Filter.BOX`` ... ``Filter.LANCZOS``).
 
     ``order`` picks the pass order of that Pillow version, which the result then
     matches bit for bit.

@@ -159,7 +159,7 @@ class NdfWriter:
                 rows[:, :d] = x[start:stop]
                 if y is not None:
                     rows[:, d:] = y[start:stop]
-            self._file.write(memoryview(rows).cast("B"))
+            self._file.write(rows.data.cast("B"))
 
     def close(self) -> None:
         """Finish the file: patch n into the header, fsync, rename to path.

@@ -8,8 +8,9 @@ Python work.  Users subclass :class:`Sampler`; the rest is internal.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Generic, TypeVar
+import operator
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, SupportsIndex, TypeVar, cast
 
 import numpy as np
 
@@ -21,8 +22,10 @@ __all__ = [
     "Sampler",
     "SeededMixin",
     "arange_chunks",
+    "bool_arg",
     "flatten_chunks",
     "native_index_chunks",
+    "positive_int_arg",
     "readonly",
 ]
 
@@ -43,9 +46,18 @@ class Sampler(Generic[T_co]):
 class ChunkedSampler(Sampler[int]):
     """A sampler whose epoch is a stream of int64 index arrays (``_index_chunks``).
 
-    ``__iter__`` flattens the chunks into Python ints.  ``_native_iter`` / ``_native_chunks``
-    record the implementations known to agree; a subclass overriding either loses the fast path.
+    ``__iter__`` flattens the chunks into Python ints.  A subclass declared with
+    ``native=True`` (``class S(ChunkedSampler, native=True)``) vouches that its ``__iter__`` and
+    ``_index_chunks`` agree; the pair is recorded, and a further subclass overriding either one
+    loses the fast path (:func:`native_index_chunks` returns None for it).
     """
+
+    _agreeing: tuple[object, object]  # (__iter__, _index_chunks) known to yield the same
+
+    def __init_subclass__(cls, *, native: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if native:
+            cls._agreeing = (cls.__iter__, cls._index_chunks)
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
         raise NotImplementedError
@@ -53,8 +65,8 @@ class ChunkedSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         return flatten_chunks(self._index_chunks())
 
-    _native_iter = __iter__
-    _native_chunks = _index_chunks
+
+ChunkedSampler._agreeing = (ChunkedSampler.__iter__, ChunkedSampler._index_chunks)
 
 
 def flatten_chunks(chunks: Iterator[np.ndarray]) -> Iterator[int]:
@@ -63,9 +75,10 @@ def flatten_chunks(chunks: Iterator[np.ndarray]) -> Iterator[int]:
             yield from chunk[start : start + INDEX_CHUNK_ROWS].tolist()
 
 
-def arange_chunks(n: int) -> Iterator[np.ndarray]:
-    for start in range(0, n, INDEX_CHUNK_ROWS):
-        yield np.arange(start, min(start + INDEX_CHUNK_ROWS, n), dtype=np.int64)
+def arange_chunks(stop: int, start: int = 0) -> Iterator[np.ndarray]:
+    """``start, start + 1, ..., stop - 1`` as int64 arrays of up to INDEX_CHUNK_ROWS."""
+    for lo in range(start, stop, INDEX_CHUNK_ROWS):
+        yield np.arange(lo, min(lo + INDEX_CHUNK_ROWS, stop), dtype=np.int64)
 
 
 def readonly(a: np.ndarray) -> np.ndarray:
@@ -73,14 +86,35 @@ def readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def native_index_chunks(sampler: object):
+def native_index_chunks(sampler: object) -> Callable[[], Iterator[np.ndarray]] | None:
     """``sampler._index_chunks`` if it is one of ours and agrees with ``__iter__``, else None."""
-    cls = type(sampler)
     if not isinstance(sampler, ChunkedSampler):
         return None
-    if cls.__iter__ is not cls._native_iter or cls._index_chunks is not cls._native_chunks:
+    cls = type(sampler)
+    iter_fn, chunks_fn = cls._agreeing
+    if cls.__iter__ is not iter_fn or cls._index_chunks is not chunks_fn:
         return None
     return sampler._index_chunks
+
+
+def positive_int_arg(value: object, name: str, kinds: tuple[type, ...] = (int, np.integer)) -> int:
+    """PyTorch's check of ``batch_size`` / ``num_samples``: a positive int of ``kinds``.
+
+    Raises:
+        ValueError: anything else (bools included), with PyTorch's message.
+    """
+    if not isinstance(value, bool) and isinstance(value, kinds):
+        number = operator.index(cast(SupportsIndex, value))
+        if number > 0:
+            return number
+    raise ValueError(f"{name} should be a positive integer value, but got {name}={value}")
+
+
+def bool_arg(value: object, name: str, error: type[Exception] = ValueError) -> bool:
+    """PyTorch's check of ``drop_last`` / ``replacement``: a bool, else ``error`` (its message)."""
+    if not isinstance(value, bool):
+        raise error(f"{name} should be a boolean value, but got {name}={value}")
+    return value
 
 
 class SeededMixin:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from dataloader._indices import as_index_array
-from dataloader._sampling.base import Sampler, native_index_chunks
+from dataloader._sampling.base import Sampler, bool_arg, native_index_chunks, positive_int_arg
 
 __all__ = ["BatchSampler", "iter_index_arrays"]
 
@@ -29,15 +29,9 @@ class BatchSampler(Sampler[list[int]]):
     """
 
     def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int, drop_last: bool):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(
-                f"batch_size should be a positive integer value, but got batch_size={batch_size}"
-            )
-        if not isinstance(drop_last, bool):
-            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
         self.sampler = sampler
-        self.batch_size = batch_size
-        self.drop_last = drop_last
+        self.batch_size = positive_int_arg(batch_size, "batch_size", (int,))
+        self.drop_last = bool_arg(drop_last, "drop_last")
 
     def __iter__(self) -> Iterator[list[int]]:
         # iter(sampler) runs now, so the sampler's epoch is claimed by this call.

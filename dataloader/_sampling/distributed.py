@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator, Sized
 
 import numpy as np
@@ -11,27 +10,12 @@ import numpy as np
 from dataloader._constants import INDEX_CHUNK_ROWS
 from dataloader._rng import check_seed, rng_for
 from dataloader._sampling.base import ChunkedSampler, readonly
+from dataloader._validate import check_int, env_int
 
 __all__ = ["DistributedSampler"]
 
 
-def _from_env(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
-
-
-def _check_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    return int(value)
-
-
-class DistributedSampler(ChunkedSampler):
+class DistributedSampler(ChunkedSampler, native=True):
     """Restricts loading to this rank's share of the dataset (PyTorch's ``DistributedSampler``).
 
     Args:
@@ -66,13 +50,12 @@ class DistributedSampler(ChunkedSampler):
         drop_last: bool = False,
     ) -> None:
         if num_replicas is None:
-            num_replicas = _from_env("WORLD_SIZE", 1)
+            num_replicas = env_int("WORLD_SIZE", 1)
         if rank is None:
-            rank = _from_env("RANK", 0)
-        num_replicas = _check_int(num_replicas, "num_replicas")
-        rank = _check_int(rank, "rank")
-        if num_replicas < 1:
-            raise ValueError(f"num_replicas={num_replicas} must be >= 1")
+            rank = env_int("RANK", 0)
+        num_replicas = check_int(num_replicas, "num_replicas")
+        rank = check_int(rank, "rank")
+        check_int(num_replicas, "num_replicas", minimum=1)  # after both type checks, as before
         if rank >= num_replicas or rank < 0:
             raise ValueError(
                 f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]"
@@ -118,6 +101,3 @@ class DistributedSampler(ChunkedSampler):
 
     def __len__(self) -> int:
         return self.num_samples
-
-    _native_iter = ChunkedSampler.__iter__
-    _native_chunks = _index_chunks

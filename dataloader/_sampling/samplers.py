@@ -17,6 +17,8 @@ from dataloader._sampling.base import (
     Sampler,
     SeededMixin,
     arange_chunks,
+    bool_arg,
+    positive_int_arg,
     readonly,
 )
 
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class SequentialSampler(ChunkedSampler):
+class SequentialSampler(ChunkedSampler, native=True):
     """Yields ``0, 1, ..., len(data_source) - 1`` in order.
 
     Args:
@@ -49,11 +51,8 @@ class SequentialSampler(ChunkedSampler):
     def __len__(self) -> int:
         return len(self.data_source)
 
-    _native_iter = __iter__
-    _native_chunks = _index_chunks
 
-
-class RandomSampler(SeededMixin, ChunkedSampler):
+class RandomSampler(SeededMixin, ChunkedSampler, native=True):
     """Yields indices in random order, without (default) or with replacement.
 
     Without replacement each pass over ``len(data_source)`` rows is one permutation; when
@@ -88,15 +87,8 @@ class RandomSampler(SeededMixin, ChunkedSampler):
         self.replacement = replacement
         self._num_samples = num_samples
         self._rng = EpochRng(generator)
-        if not isinstance(replacement, bool):
-            raise TypeError(
-                f"replacement should be a boolean value, but got replacement={replacement}"
-            )
-        n = len(data_source) if num_samples is None else num_samples
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-            raise ValueError(
-                f"num_samples should be a positive integer value, but got num_samples={n}"
-            )
+        bool_arg(replacement, "replacement", TypeError)
+        positive_int_arg(len(data_source) if num_samples is None else num_samples, "num_samples")
 
     @property
     def num_samples(self) -> int:
@@ -126,9 +118,6 @@ class RandomSampler(SeededMixin, ChunkedSampler):
     def __len__(self) -> int:
         return self.num_samples
 
-    _native_iter = ChunkedSampler.__iter__
-    _native_chunks = _index_chunks
-
 
 class SubsetRandomSampler(SeededMixin, Sampler[int]):
     """Yields the given ``indices`` in random order, without replacement.
@@ -153,7 +142,7 @@ class SubsetRandomSampler(SeededMixin, Sampler[int]):
         return len(self.indices)
 
 
-class WeightedRandomSampler(SeededMixin, ChunkedSampler):
+class WeightedRandomSampler(SeededMixin, ChunkedSampler, native=True):
     """Yields ``num_samples`` indices in ``[0, len(weights))`` drawn with probability ~ weight.
 
     Args:
@@ -178,18 +167,8 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler):
         replacement: bool = True,
         generator: None | int | np.random.Generator = None,
     ) -> None:
-        if (
-            isinstance(num_samples, bool)
-            or not isinstance(num_samples, (int, np.integer))
-            or num_samples <= 0
-        ):
-            raise ValueError(
-                f"num_samples should be a positive integer value, but got num_samples={num_samples}"
-            )
-        if not isinstance(replacement, bool):
-            raise ValueError(
-                f"replacement should be a boolean value, but got replacement={replacement}"
-            )
+        num_samples = positive_int_arg(num_samples, "num_samples")
+        bool_arg(replacement, "replacement")
         self._rng = EpochRng(generator)
         w = _check_weights(weights)
         nonzero = int(np.count_nonzero(w))
@@ -226,9 +205,6 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler):
 
     def __len__(self) -> int:
         return self.num_samples
-
-    _native_iter = ChunkedSampler.__iter__
-    _native_chunks = _index_chunks
 
 
 def _check_weights(weights: object) -> np.ndarray:

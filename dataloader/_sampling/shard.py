@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import operator
-import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from dataloader._rng import EpochRng, rng_for
+from dataloader._sampling.base import ChunkedSampler, arange_chunks, readonly
+from dataloader._validate import check_int, env_int
+
 __all__ = ["ShardSampler"]
 
-# Indices are materialised as Python ints this many at a time, so iterating
-# a huge shard never holds a list of all its indices (only the int64 array).
-_YIELD_BLOCK = 65536
 
-
-class ShardSampler:
+class ShardSampler(ChunkedSampler, native=True):
     """Yield this rank's share of ``range(n)``, shuffled per epoch.
 
     Args:
@@ -37,7 +34,8 @@ class ShardSampler:
     one.  Call ``set_epoch(e)`` before each epoch for torch-style control.
 
     Thread-safety: the epoch counter is guarded by a lock; iterators are
-    independent.
+    independent.  The loader slices its index chunks into batches without
+    per-index Python work (like RandomSampler's).
 
     Raises:
         TypeError: non-integer arguments, or len_or_dataset without a length.
@@ -57,48 +55,34 @@ class ShardSampler:
             )
         if n < 0:
             raise ValueError(f"dataset length {n=} must be >= 0")
+        # Names in messages: the argument, or the environment variable it came from.
+        name = "WORLD_SIZE" if num_shards is None else "num_shards"
         if num_shards is None:
-            num_shards = _env_int("WORLD_SIZE", 1)
-            if num_shards < 1:
-                raise ValueError(f"WORLD_SIZE={num_shards} must be >= 1")
-        else:
-            num_shards = _int_arg(num_shards, "num_shards")
-            if num_shards < 1:
-                raise ValueError(f"{num_shards=} must be >= 1")
+            num_shards = env_int(name, 1)
+        num_shards = check_int(num_shards, name, minimum=1)
+        name = "RANK" if shard_id is None else "shard_id"
         if shard_id is None:
-            shard_id = _env_int("RANK", 0)
-            if not 0 <= shard_id < num_shards:
-                raise ValueError(f"RANK={shard_id} must be in [0, {num_shards}) ({num_shards=})")
-        else:
-            shard_id = _int_arg(shard_id, "shard_id")
-            if not 0 <= shard_id < num_shards:
-                raise ValueError(f"{shard_id=} must be in [0, {num_shards}) ({num_shards=})")
-        seed = _int_arg(seed, "seed")
-        if seed < 0:
-            raise ValueError(f"{seed=} must be >= 0")
+            shard_id = env_int(name, 0)
+        shard_id = check_int(shard_id, name)
+        if not 0 <= shard_id < num_shards:
+            raise ValueError(f"{name}={shard_id} must be in [0, {num_shards}) ({num_shards=})")
         self.n = n
         self.num_shards = num_shards
         self.shard_id = shard_id
         self.shuffle = bool(shuffle)
-        self.seed = seed
+        self.seed = check_int(seed, "seed", minimum=0)
         self.start = shard_id * n // num_shards
         self.stop = (shard_id + 1) * n // num_shards
-        self._epoch = 0
-        self._lock = threading.Lock()
+        self._rng = EpochRng(self.seed)
 
     @property
     def epoch(self) -> int:
         """The epoch the next ``__iter__`` will use."""
-        with self._lock:
-            return self._epoch
+        return self._rng.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch`` (int >= 0) for the next ``__iter__``."""
-        epoch = _int_arg(epoch, "epoch")
-        if epoch < 0:
-            raise ValueError(f"{epoch=} must be >= 0")
-        with self._lock:
-            self._epoch = epoch
+        self._rng.set_epoch(epoch)
 
     def __len__(self) -> int:
         return self.stop - self.start
@@ -107,45 +91,18 @@ class ShardSampler:
         """This shard's indices for ``epoch`` as an int64 array (pure function)."""
         if not self.shuffle:
             return np.arange(self.start, self.stop, dtype=np.int64)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, epoch])))
-        perm = rng.permutation(self.stop - self.start)
+        perm = rng_for(self.seed, epoch).permutation(self.stop - self.start)
         perm += self.start
         return perm
 
-    def __iter__(self) -> Iterator[int]:
-        with self._lock:
-            epoch = self._epoch
-            self._epoch += 1
+    def _index_chunks(self) -> Iterator[np.ndarray]:
+        epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
         if not self.shuffle:
-            return iter(range(self.start, self.stop))
-        return _yield_ints(self.indices(epoch))
+            return arange_chunks(self.stop, self.start)
+        return iter((readonly(self.indices(epoch)),))
 
     def __repr__(self) -> str:
         return (
             f"ShardSampler(n={self.n}, num_shards={self.num_shards}, shard_id={self.shard_id}, "
             f"range=[{self.start}, {self.stop}), shuffle={self.shuffle}, seed={self.seed})"
         )
-
-
-def _yield_ints(indices: np.ndarray) -> Iterator[int]:
-    for start in range(0, indices.shape[0], _YIELD_BLOCK):
-        yield from indices[start:start + _YIELD_BLOCK].tolist()
-
-
-def _int_arg(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
-
-
-def _env_int(var: str, default: int) -> int:
-    raw = os.environ.get(var)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise ValueError(f"environment variable {var}={raw!r} is not an integer") from None

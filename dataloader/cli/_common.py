@@ -13,9 +13,12 @@ import sys
 from typing import Any
 
 from dataloader.cli._constants import PROGRESS_MIN_INTERVAL_S
+from dataloader.loader import DataLoader
+from dataloader.ndf import open_ndf
 
 __all__ = [
     "CliError",
+    "add_command",
     "add_progress_flag",
     "check_output_path",
     "describe",
@@ -42,6 +45,26 @@ def describe(doc: str | None) -> str | None:
     return body.replace("``", "")
 
 
+def add_command(
+    subparsers: argparse._SubParsersAction,
+    name: str,
+    summary: str,
+    doc: str | None,
+    *,
+    raw: bool = False,
+) -> argparse.ArgumentParser:
+    """Register command ``name``: ``summary`` in the command list, ``describe(doc)`` in its
+    ``--help`` (with ``raw``, the description keeps its line breaks)."""
+    if raw:
+        return subparsers.add_parser(
+            name,
+            help=summary,
+            description=describe(doc),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+    return subparsers.add_parser(name, help=summary, description=describe(doc))
+
+
 def add_progress_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--progress/--no-progress`` (default: a bar when stderr is a terminal)."""
     parser.add_argument(
@@ -54,7 +77,7 @@ def add_progress_flag(parser: argparse.ArgumentParser) -> None:
 
 def progress(enabled: bool | None, **kwargs: Any) -> Any:
     """A tqdm progress bar on stderr; ``enabled=None`` shows it only on a terminal."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: only commands that show progress pay for importing tqdm
 
     if enabled is None:
         enabled = sys.stderr.isatty()
@@ -82,8 +105,6 @@ def format_bytes(n: float) -> str:
 
 def open_ndf_or_fail(path: str, **kwargs: Any) -> Any:
     """``open_ndf(path)``, turning a missing or malformed file into a :class:`CliError`."""
-    from dataloader.ndf import open_ndf
-
     try:
         return open_ndf(path, **kwargs)
     except OSError as exc:
@@ -99,8 +120,6 @@ def make_loader(dataset: Any, **kwargs: Any) -> Any:
     The loader bounds its options (e.g. ``num_workers``, ``prefetch_depth``); its
     ``ValueError``/``TypeError`` names the option and the limit.
     """
-    from dataloader.loader import DataLoader
-
     try:
         return DataLoader(dataset, **kwargs)
     except (ValueError, TypeError) as exc:

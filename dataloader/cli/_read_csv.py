@@ -31,9 +31,9 @@ def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
         raw = open(path, "rb")  # noqa: SIM115 - closed by Source.close
     except OSError as exc:
         raise CliError(f"cannot open {path}: {exc.strerror or exc}") from None
-    stream: io.BufferedIOBase = raw
+    stream: io.BufferedReader | gzip.GzipFile = raw
     if path.endswith(".gz"):
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
     return raw, io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
 
 

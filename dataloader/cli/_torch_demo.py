@@ -17,14 +17,16 @@ import time
 from importlib import resources
 from typing import Any
 
-from ._common import CliError
+import numpy as np
+
+from dataloader.cli._common import CliError
 
 __all__ = ["run_torch_demo"]
 
 
 def _import_torch() -> Any:
     try:
-        import torch
+        import torch  # lazy: torch is optional (this command says so when it is missing)
     except ImportError:
         raise CliError(
             "demo --torch needs PyTorch, which is not installed here (pip install torch); "
@@ -36,12 +38,13 @@ def _import_torch() -> Any:
 def run_torch_demo(epochs: int, batch_size: int, lr: float, num_workers: int, seed: int) -> int:
     """Train and evaluate; print each epoch's loss and test accuracy.  Returns the exit status."""
     torch = _import_torch()
-    import numpy as np
+    # lazy: both import torch, which _import_torch() has just found
     from torch import nn
-
     from dataloader.torch import DataLoader
 
-    class Digits(torch.utils.data.Dataset):
+    dataset_base: Any = torch.utils.data.Dataset
+
+    class Digits(dataset_base):
         def __init__(self) -> None:
             path = resources.files("dataloader") / "data" / "digits.csv.gz"
             with gzip.open(str(path), "rt") as f:

@@ -18,28 +18,26 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from dataloader._sampling.batch import iter_index_arrays
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
-    describe,
     format_bytes,
     make_loader,
     open_ndf_or_fail,
     progress,
 )
 from dataloader.cli._runtime import describe_runtime
+from dataloader.ndf import NDF_HEADER, NdfDataset
+from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["add_parser", "numpy_batches", "run"]
 
-HEADER_BYTES = 28  # the .ndf header: magic + n, d, l as u64 (dataloader.ndf)
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "bench",
-        help="time epochs of DataLoader(NdfDataset) against a plain NumPy loop",
-        description=describe(__doc__),
-    )
+    summary = "time epochs of DataLoader(NdfDataset) against a plain NumPy loop"
+    p = add_command(subparsers, "bench", summary, __doc__)
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
     p.add_argument(
@@ -83,14 +81,10 @@ def _index_batches(
     n: int, batch_size: int, shuffle: bool, seed: int, epoch: int
 ) -> Iterator[np.ndarray]:
     """Epoch ``epoch``'s batches of indices, exactly as ``DataLoader(shuffle, seed)`` draws them."""
-    from dataloader._sampling.batch import iter_index_arrays
-    from dataloader.sampler import BatchSampler, RandomSampler, SequentialSampler
-
+    sampler: Sampler[int] = SequentialSampler(range(n))
     if shuffle:
-        sampler = RandomSampler(range(n), generator=seed)
-        sampler.set_epoch(epoch)
-    else:
-        sampler = SequentialSampler(range(n))
+        sampler = shuffled = RandomSampler(range(n), generator=seed)
+        shuffled.set_epoch(epoch)
     return iter_index_arrays(BatchSampler(sampler, batch_size, False))
 
 
@@ -105,7 +99,7 @@ def numpy_batches(
     epoch: int,  # noqa: E741
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
-    mm = np.memmap(path, dtype="<f8", mode="r", offset=HEADER_BYTES, shape=(n, d + l))
+    mm = np.memmap(path, dtype="<f8", mode="r", offset=NDF_HEADER.size, shape=(n, d + l))
     for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
         rows = mm[idx]
         yield rows[:, :d], rows[:, d:]
@@ -117,8 +111,6 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataloader.ndf import NdfDataset
-
     _check(args)
     file = open_ndf_or_fail(args.file)
     n, d, l = file.n, file.d, file.l  # noqa: E741

@@ -24,9 +24,9 @@ import time
 
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
     check_output_path,
-    describe,
     format_bytes,
     progress,
 )
@@ -34,6 +34,7 @@ from dataloader.cli._constants import CSV_CHUNK_ROWS
 from dataloader.cli._read_arrays import open_npy, open_npz
 from dataloader.cli._read_csv import open_csv
 from dataloader.cli._source import Source
+from dataloader.ndf import NdfWriter
 
 __all__ = ["add_parser", "run", "open_source", "write_ndf"]
 
@@ -41,12 +42,8 @@ FORMATS = ("npy", "npz", "csv")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "convert",
-        help="convert .npy / .npz / .csv to an .ndf row file",
-        description=describe(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "convert .npy / .npz / .csv to an .ndf row file"
+    p = add_command(subparsers, "convert", summary, __doc__, raw=True)
     p.add_argument("input", metavar="INPUT", help="input file: .npy, .npz, .csv or .csv.gz")
     p.add_argument("output", metavar="OUTPUT.ndf", help="output file (written atomically)")
     p.add_argument("--format", choices=FORMATS, help="input format (default: from INPUT's suffix)")
@@ -124,8 +121,6 @@ def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
     Raises:
         CliError: bad data in the input, or no rows; ``output`` is then left untouched.
     """
-    from dataloader.ndf import NdfWriter
-
     try:
         writer = NdfWriter(output, source.d, source.l)
     except OSError as exc:

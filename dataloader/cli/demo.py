@@ -24,14 +24,16 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
 from dataloader.cli._common import (
     CliError,
+    add_command,
     add_progress_flag,
-    describe,
     make_loader,
     open_ndf_or_fail,
     progress,
@@ -45,8 +47,14 @@ from dataloader.cli._constants import (
     MAX_CLASSES,
 )
 from dataloader.cli._labels import check_class_labels
+from dataloader.cli._read_csv import open_csv
 from dataloader.cli._runtime import describe_runtime
 from dataloader.cli._softmax import OPTIMIZERS, SoftmaxRegression
+from dataloader.cli._torch_demo import run_torch_demo
+from dataloader.cli.convert import write_ndf
+from dataloader.collate import default_collate
+from dataloader.dataset import Subset
+from dataloader.ndf import NdfDataset
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
 
@@ -55,12 +63,8 @@ DIGITS_LABEL_COLUMN = 64  # 64 pixel columns, then the class
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo",
-        help="train a softmax classifier on real handwritten digits through the loader",
-        description=describe(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    summary = "train a softmax classifier on real handwritten digits through the loader"
+    p = add_command(subparsers, "demo", summary, __doc__, raw=True)
     p.add_argument(
         "--data", metavar="FILE.ndf", help="train on this .ndf file (one label column of class ids)"
     )
@@ -124,9 +128,7 @@ class Standardize:
     def __init__(self, mean: np.ndarray, std: np.ndarray) -> None:
         self.mean, self.std = mean, std
 
-    def __call__(self, items: object) -> tuple[np.ndarray, np.ndarray]:
-        from dataloader.collate import default_collate
-
+    def __call__(self, items: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
         x, y = default_collate(items)
         return (x - self.mean) / self.std, y[:, 0].astype(np.int64)
 
@@ -134,13 +136,16 @@ class Standardize:
 def _feature_stats(dataset: object, num_workers: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation of every feature, in one streaming pass (std 0 -> 1)."""
 
-    total = total_sq = None
+    total: np.ndarray | None = None
+    total_sq: np.ndarray | None = None
     count = 0
     with make_loader(dataset, batch_size=1024, num_workers=num_workers) as loader:
         for x, _ in loader:
             total = x.sum(axis=0) if total is None else total + x.sum(axis=0)
             total_sq = (x * x).sum(axis=0) if total_sq is None else total_sq + (x * x).sum(axis=0)
             count += x.shape[0]
+    if total is None or total_sq is None:
+        raise CliError("no training rows to standardize")
     mean = total / count
     std = np.sqrt(np.maximum(total_sq / count - mean * mean, 0.0))
     std[std < 1e-12] = 1.0
@@ -156,9 +161,6 @@ def _evaluate(model: SoftmaxRegression, loader: object) -> float:
 
 
 def _convert_digits(folder: str) -> str:
-    from dataloader.cli._read_csv import open_csv
-    from dataloader.cli.convert import write_ndf
-
     out = os.path.join(folder, "digits.ndf")
     with resources.as_file(resources.files("dataloader").joinpath("data", DIGITS_FILE)) as csv_path:
         source = open_csv(str(csv_path), [str(DIGITS_LABEL_COLUMN)], header=False)
@@ -174,8 +176,6 @@ def run(args: argparse.Namespace) -> int:
     if args.torch:
         if args.data is not None:
             raise CliError("--data does not apply to demo --torch (it trains on the digits)")
-        from ._torch_demo import run_torch_demo
-
         return run_torch_demo(args.epochs, args.batch_size, args.lr, args.num_workers, args.seed)
     print(f"dataloader demo: multinomial logistic regression, {describe_runtime()}")
     with tempfile.TemporaryDirectory(prefix="dataloader-demo-") as folder:
@@ -192,9 +192,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, path: str) -> int:
-    from dataloader.dataset import Subset
-    from dataloader.ndf import NdfDataset
-
     file = open_ndf_or_fail(path)
     try:
         classes = check_class_labels(file, MAX_CLASSES)

@@ -12,19 +12,23 @@ import os
 
 import numpy as np
 
-from dataloader.cli._common import CliError, add_progress_flag, describe, format_bytes, open_ndf_or_fail, progress
+from dataloader.cli._common import (
+    CliError,
+    add_command,
+    add_progress_flag,
+    format_bytes,
+    open_ndf_or_fail,
+    progress,
+)
 from dataloader.cli._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
-from dataloader.cli._stats import block_rows, column_stats
+from dataloader.cli._stats import ColumnStats, block_rows, column_stats
 
 __all__ = ["add_parser", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "info",
-        help="show the shape, size, first rows and column statistics of an .ndf file",
-        description=describe(__doc__),
-    )
+    summary = "show the shape, size, first rows and column statistics of an .ndf file"
+    p = add_command(subparsers, "info", summary, __doc__)
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument(
         "--head",
@@ -69,13 +73,10 @@ def run(args: argparse.Namespace) -> int:
         if head:
             print(f"first {head} rows:")
             x, y = f.read_rows(np.arange(head))
-            opts = dict(
-                precision=4, threshold=16, edgeitems=4, max_line_width=10**6, suppress_small=True
-            )
             for i in range(head):
-                line = f"  [{i}] x = {np.array2string(x[i], **opts)}"
+                line = f"  [{i}] x = {_row_text(x[i])}"
                 if l:
-                    line += f"  y = {np.array2string(y[i], **opts)}"
+                    line += f"  y = {_row_text(y[i])}"
                 print(line)
         if args.no_stats or n == 0:
             return 0
@@ -87,7 +88,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(stats, d: int, l: int, max_columns: int, block: int) -> None:  # noqa: E741
+def _row_text(row: np.ndarray) -> str:
+    return np.array2string(
+        row, precision=4, threshold=16, edgeitems=4, max_line_width=10**6, suppress_small=True
+    )
+
+
+def _print_stats(  # noqa: E741 - l is the format's name for the label count
+    stats: ColumnStats, d: int, l: int, max_columns: int, block: int
+) -> None:
     shown = list(range(d)) if max_columns == 0 or d <= max_columns else list(range(max_columns))
     print(
         f"column statistics ({stats.rows:,} rows, "

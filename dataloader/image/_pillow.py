@@ -29,7 +29,7 @@ def pillow() -> ModuleType:
         ImportError: Pillow is not installed; the message says how to install it.
     """
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: Pillow is optional (the "image" extra)
     except ImportError as e:
         raise ImportError(_INSTALL_HINT) from e
     return Image

@@ -20,8 +20,14 @@ from dataloader.image._pillow import resample_filter
 
 __all__ = ["resize_array"]
 
-#: interpolation name -> filter id of the native resampler
-_NATIVE_FILTERS = {"box": 0, "bilinear": 1, "hamming": 2, "bicubic": 3, "lanczos": 4}
+#: interpolation name -> filter of the native resampler
+_NATIVE_FILTERS = {
+    "box": _resize.Filter.BOX,
+    "bilinear": _resize.Filter.BILINEAR,
+    "hamming": _resize.Filter.HAMMING,
+    "bicubic": _resize.Filter.BICUBIC,
+    "lanczos": _resize.Filter.LANCZOS,
+}
 
 
 @functools.cache

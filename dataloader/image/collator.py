@@ -160,7 +160,9 @@ class ImageCollator:
         return scale, bias
 
     def __repr__(self) -> str:
-        norm = "" if self.mean is None else f", mean={self.mean.tolist()}, std={self.std.tolist()}"
+        norm = ""
+        if self.mean is not None and self.std is not None:
+            norm = f", mean={self.mean.tolist()}, std={self.std.tolist()}"
         return (
             f"ImageCollator(layout={self.layout!r}, dtype={self.dtype.name}{norm}, "
             f"reuse_buffers={self.reuse_buffers})"

@@ -91,7 +91,7 @@ class Decode(Transform):
             source: Any = value
             where = f" {os.fspath(value)!r}"
         elif isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
-            source = io.BytesIO(value)
+            source = io.BytesIO(value.data if isinstance(value, np.ndarray) else value)
             where = _current_item()
         else:
             raise TypeError(f"Decode expects bytes or a path, got {type(value).__name__}")

@@ -90,7 +90,7 @@ class DataLoader(_NumpyLoader):
             in_order=in_order, **extras,
         )
 
-    def __iter__(self) -> Any:  # type: ignore[override]
+    def __iter__(self) -> Any:
         """Start an epoch; with workers, ``torch.utils.data.get_worker_info()`` answers in them.
 
         The bridge is held until the epoch ends, is closed (also by ``close()`` or a new
@@ -139,7 +139,7 @@ class _TorchWorkerInit:
         self.fn = fn
 
     def __call__(self, worker_id: int) -> None:
-        import torch
+        import torch  # lazy: already imported by the caller; a module-level import would be the same
 
         torch.set_num_threads(1)
         if self.fn is not None:

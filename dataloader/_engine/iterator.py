@@ -1,0 +1,134 @@
+"""What every epoch iterator shares, and the ``num_workers=0`` epoch.
+
+``EpochIterator`` is the surface of one ``iter(loader)``: iteration, ``len``,
+``close``, context management, the seed-004 start-failure rule (a failure to
+start the epoch is raised once, by the first ``next()``, then the epoch ends)
+and the error for ``next()`` from two threads at once.  ``SequentialEpoch``
+builds each batch inside ``next()`` from the same work items as ``Epoch`` (see
+``dataloader._engine.items``).  ``WorkSource`` is what ``Epoch`` needs from a
+work-item source.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from dataloader import _context
+from dataloader._engine.build import END, Failure
+from dataloader._native._ring import Window
+
+__all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "forked_error"]
+
+
+class WorkSource(Protocol):
+    """What an epoch needs from its work items (see ``dataloader._engine.items``)."""
+
+    owners: int
+
+    def next_item(self) -> tuple[Any, int]: ...
+    def taken(self, owner: int, result: Any) -> bool: ...
+    def describe(self, k: int, owner: int | None) -> str: ...
+    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo: ...
+    def build(self, worker_id: int, item: Any) -> Any: ...
+    def stop_worker(self, worker_id: int) -> None: ...
+
+
+def forked_error(pid: int) -> RuntimeError:
+    return RuntimeError(
+        f"this DataLoader iterator was started in process {pid}, not in this one ({os.getpid()}): "
+        f"after fork() its worker threads do not exist here; start a new epoch with iter(loader)"
+    )
+
+
+class EpochIterator:
+    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
+
+    _length: int | None = None
+    _start_error: BaseException | None = None
+
+    def __init__(self, length: int | None, start_error: BaseException | None) -> None:
+        self._length = length
+        self._start_error = start_error
+        self._pid = os.getpid()
+
+    def __iter__(self) -> EpochIterator:
+        return self
+
+    def __len__(self) -> int:
+        if self._length is None:
+            raise TypeError("this epoch has no length (its sampler or dataset has no __len__)")
+        return self._length
+
+    def __enter__(self) -> EpochIterator:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _raise_start_error(self) -> None:
+        """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
+        if self._start_error is not None:
+            exc, self._start_error = self._start_error, None
+            self.close()
+            raise exc
+
+    @staticmethod
+    def _concurrent_next() -> RuntimeError:
+        return RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+
+
+class SequentialEpoch(EpochIterator):
+    """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``.
+
+    Args:
+        items: ``(next_item, build)`` from the source's ``sequential()``: ``next_item()``
+            returns the next work item (``StopIteration`` at the end; the sampler's
+            exceptions propagate) and ``build(item)`` the batch, a ``Failure`` or ``END``;
+            None when the epoch could not start.
+        length: ``len()`` of the epoch, or None.
+        start_error: the exception that stopped the epoch from starting, or None.
+    """
+
+    def __init__(
+        self,
+        *,
+        items: tuple[Callable[[], Any], Callable[[Any], Any]] | None,
+        length: int | None,
+        start_error: BaseException | None = None,
+    ) -> None:
+        super().__init__(length, start_error)
+        self._items = items
+        self._inside = threading.Lock()
+
+    def __next__(self) -> Any:
+        if not self._inside.acquire(False):
+            raise self._concurrent_next()
+        try:
+            if self._start_error is not None:
+                self._raise_start_error()
+            items = self._items  # close() may run on another thread
+            if items is None:
+                raise StopIteration
+            try:
+                item = items[0]()
+            except BaseException:  # the end, or the sampler failed: raised at its position
+                self.close()
+                raise
+            out = items[1](item)
+            if out is END:
+                self.close()
+                raise StopIteration
+            if type(out) is Failure:
+                out.reraise()
+            return out
+        finally:
+            self._inside.release()
+
+    def close(self) -> None:
+        self._items = None
