@@ -18,6 +18,7 @@ COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
 # name -> (language, extra compile args)
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
+    "_rowcopy": ("c", []),
     "_gather": ("c", []),
     "_imgcopy": ("c", []),
     "_resize": ("c", []),

@@ -24,7 +24,10 @@ other ``Sequence``          same type where it can be rebuilt (else ``list``), f
 Errors follow PyTorch's types and say where they happened (``field sample[1]['x']``):
 sequences of unequal length and arrays of unequal shape raise ``RuntimeError``; ``None``,
 object / string arrays and other types raise ``TypeError`` ("default_collate: batch must
-contain tensors, numpy arrays, numbers, dicts or lists; found ...").
+contain tensors, numpy arrays, numbers, dicts or lists; found <class 'NoneType'> at element 3
+of the batch [in field sample['x']]").  A ``None`` among numbers or arrays is such an error
+wherever it is (never a NaN, as ``np.array([1.5, None], dtype=float)`` would make it); among
+strings it is kept, as in PyTorch.
 
 Unlike PyTorch, arrays of dtypes torch lacks (datetime64, structured) are stacked, not refused.
 The extension point is PyTorch's: ``collate(batch, collate_fn_map=...)`` and the dict

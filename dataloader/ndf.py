@@ -33,7 +33,7 @@ map-style dataset whose ``__getitems__`` is one native gather.
 from __future__ import annotations
 
 from dataloader._ndf.format import NDF_HEADER
-from dataloader._ndf.read import NdfDataset, NdfFile, open_ndf
+from dataloader._ndf.read import NdfDataset, NdfFile, _reopen_dataset, _reopen_file, open_ndf
 from dataloader._ndf.write import NdfWriter, save_ndf
 
 __all__ = [
@@ -46,6 +46,6 @@ __all__ = [
 ]
 
 # Defined in private modules; shown (and pickled) under their public home.
-for _obj in (NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf):
+for _obj in (NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf, _reopen_dataset, _reopen_file):
     _obj.__module__ = __name__
 del _obj

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import re
 from types import MappingProxyType
 
 import numpy as np
@@ -160,6 +161,70 @@ def test_none_is_type_error_naming_nonetype():
         TypeError, match=r"found <class 'NoneType'> \[in field sample\['x'\]\[1\]\]"
     ):
         default_collate([{"x": (1, None)}, {"x": (2, None)}])
+
+
+_Point = collections.namedtuple("_Point", "x y")
+_FIELD_SAMPLES = {  # one sample per container kind, its field path, and how to put None in it
+    "tuple": ((1.5, 2), "[0]", lambda v: (v, 2)),
+    "list": ([1.5, 2], "[0]", lambda v: [v, 2]),
+    "dict": ({"x": 1.5, "y": 2}, "['x']", lambda v: {"x": v, "y": 2}),
+    "namedtuple": (_Point(1.5, 2), ".x", lambda v: _Point(v, 2)),
+}
+_NONE_MESSAGE = r"found <class 'NoneType'>"
+
+
+@pytest.mark.parametrize("value", [1.5, 1, True, np.float32(1.5), np.int16(1), np.zeros(3)])
+@pytest.mark.parametrize("size", [2, 5])
+def test_none_at_any_position_of_a_batch_of_numbers_is_type_error(value, size):
+    for j in range(size):
+        batch = [value] * size
+        batch[j] = None
+        where = "" if j == 0 else f" at element {j} of the batch"
+        with pytest.raises(TypeError, match=_NONE_MESSAGE + where):
+            default_collate(batch)
+
+
+@pytest.mark.parametrize("kind", sorted(_FIELD_SAMPLES))
+@pytest.mark.parametrize("j", [0, 1, 3])
+def test_none_inside_a_sample_is_type_error_naming_the_field(kind, j):
+    _, field, make = _FIELD_SAMPLES[kind]
+    batch = [make(1.5) for _ in range(4)]
+    batch[j] = make(None)
+    with pytest.raises(TypeError, match=_NONE_MESSAGE + ".*" + re.escape(f"[in field sample{field}]")):
+        default_collate(batch)
+    nested = [{"outer": sample} for sample in batch]
+    with pytest.raises(TypeError, match=re.escape(f"[in field sample['outer']{field}]")):
+        default_collate(nested)
+
+
+@pytest.mark.parametrize("kind", sorted(_FIELD_SAMPLES))
+def test_none_in_place_of_a_whole_sample_is_type_error(kind):
+    sample = _FIELD_SAMPLES[kind][0]
+    with pytest.raises(TypeError, match=_NONE_MESSAGE + " at element 2 of the batch"):
+        default_collate([sample, sample, None])
+
+
+def test_none_never_becomes_nan():
+    for batch in ([1.5, None], [0.0, None, 2.0], [(1.0, 2), (None, 3)], [{"a": 1.0}, {"a": None}]):
+        with pytest.raises(TypeError, match=_NONE_MESSAGE):
+            default_collate(batch)
+
+
+def test_none_in_a_batch_of_strings_is_kept_as_in_pytorch():
+    assert default_collate(["a", None]) == ["a", None]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_loader_batch_with_none_raises_type_error_and_the_next_batch_follows(num_workers):
+    from dataloader import DataLoader
+
+    it = iter(DataLoader([0.0, None, 2.0, 3.0], batch_size=2, num_workers=num_workers))
+    with pytest.raises(TypeError, match=_NONE_MESSAGE + " at element 1 of the batch"):
+        next(it)
+    np.testing.assert_array_equal(next(it), [2.0, 3.0])
+    with pytest.raises(StopIteration):
+        next(it)
 
 
 @pytest.mark.parametrize(

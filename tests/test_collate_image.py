@@ -118,10 +118,32 @@ def test_float32_items_are_taken_as_they_are():
 
 def test_labels_collate_to_int64():
     items = images(4)
-    batch = ImageCollator()([(x, np.int32(i * 3)) for i, x in enumerate(items)])
+    batch, labels = ImageCollator()([(x, np.int32(i * 3)) for i, x in enumerate(items)])
     assert batch.labels.dtype == np.int64
     np.testing.assert_array_equal(batch.labels, [0, 3, 6, 9])
+    assert labels is batch.labels
     assert ImageCollator()(items).labels is None
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_pairs_collate_to_an_images_labels_tuple_without_copying_the_images(layout):
+    items = images(3)
+    result = ImageCollator(layout)([(x, i) for i, x in enumerate(items)])
+    assert isinstance(result, tuple) and len(result) == 2
+    batch, labels = result
+    assert isinstance(batch, ImageBatch)
+    np.testing.assert_array_equal(labels, [0, 1, 2])
+    expected = np.stack(items) if layout == "NHWC" else np.stack(items).transpose(0, 3, 1, 2)
+    view = np.asarray(batch)
+    np.testing.assert_array_equal(view, expected)
+    assert view.base is batch  # a view of the batch buffer, not a copy
+    assert view.__array_interface__["data"][0] == batch.__array_interface__["data"][0]
+
+
+def test_images_only_collate_to_one_image_batch():
+    result = ImageCollator()(images(3))
+    assert isinstance(result, ImageBatch)
+    assert result.labels is None and result.shape == (3, 3, 24, 32)
 
 
 def test_shape_mismatch_names_first_bad_index_and_both_shapes():

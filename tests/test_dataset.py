@@ -86,6 +86,43 @@ def test_dataset_base():
     assert [both[i] for i in range(5)] == [0, 1, 100, 101, 104]
 
 
+class BuggyLookup(Squares):
+    """A __getitem__ whose own bug raises IndexError for item 2 of 5."""
+
+    def __getitem__(self, i):
+        if i == 2:
+            return [][0]  # the bug: an IndexError from inside __getitem__
+        return super().__getitem__(i)
+
+
+class NoLength(Dataset):
+    def __getitem__(self, i):
+        return i
+
+
+def test_iterating_a_map_dataset_yields_every_index_of_its_length():
+    assert list(Squares(4)) == [0, 1, 4, 9]
+    assert list(Squares(0)) == []
+    assert list(Squares(2) + Squares(1, offset=7)) == [0, 1, 7]
+    assert [x for (x,) in ArrayDataset(np.arange(3.0))] == [0.0, 1.0, 2.0]
+
+
+def test_iterating_a_map_dataset_propagates_an_index_error_from_getitem():
+    ds = BuggyLookup(5)
+    it = iter(ds)
+    assert [next(it), next(it)] == [0, 1]
+    with pytest.raises(IndexError, match="list index out of range"):
+        next(it)
+    with pytest.raises(IndexError):
+        list(ds)  # never a silent [0, 1]
+
+
+def test_iterating_a_map_dataset_without_len_is_type_error():
+    with pytest.raises(TypeError, match="NoLength has no __len__, so it cannot be iterated"):
+        iter(NoLength())
+    assert NoLength()[5] == 5  # indexing still works
+
+
 def test_iterable_dataset_and_chain():
     with pytest.raises(NotImplementedError):
         iter(IterableDataset())

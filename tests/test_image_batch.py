@@ -198,20 +198,24 @@ def test_concurrent_collation_from_4_threads(dtype):
     start = threading.Barrier(4)
 
     def work(tid):
-        start.wait()
-        held = []
-        for k in range(40):
-            value = tid * 50 + k
-            batch = collator([(x, value) for x in items(value, n=6, shape=(16, 12, 3))])
-            expected = np.stack(items(value, n=6, shape=(16, 12, 3))).transpose(0, 3, 1, 2)
-            if dtype == np.float32:
-                expected = expected / np.float32(255)
-            np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
-            np.testing.assert_array_equal(batch.labels, [value] * 6)
-            if k % 10 == 0:
-                held.append((batch, expected))
-        for batch, expected in held:  # not overwritten by the other threads
-            np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
+        try:
+            start.wait()
+            held = []
+            for k in range(40):
+                value = tid * 50 + k
+                batch, labels = collator([(x, value) for x in items(value, n=6, shape=(16, 12, 3))])
+                expected = np.stack(items(value, n=6, shape=(16, 12, 3))).transpose(0, 3, 1, 2)
+                if dtype == np.float32:
+                    expected = expected / np.float32(255)
+                np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
+                np.testing.assert_array_equal(labels, [value] * 6)
+                assert batch.labels is labels
+                if k % 10 == 0:
+                    held.append((batch, expected))
+            for batch, expected in held:  # not overwritten by the other threads
+                np.testing.assert_allclose(np.asarray(batch), expected, rtol=1e-6)
+        except Exception as e:  # carried to the main thread
+            errors.append(e)
 
     errors = run_threads(work, 4)
     assert errors == []

@@ -145,3 +145,9 @@ def test_resize_shorter_side_of_empty_image(shape: tuple[int, ...]) -> None:
 def test_resize_sizes_must_be_ints_not_truncated(size):
     with pytest.raises(TypeError, match="size="):
         Resize(size)
+
+
+def test_undecodable_bytes_error_gives_the_size_not_a_file_object():
+    with pytest.raises(ValueError, match="cannot decode image of 12 bytes") as info:
+        Decode()(b"not an image")
+    assert "BytesIO" not in str(info.value)

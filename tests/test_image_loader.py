@@ -9,6 +9,7 @@ from _image_data import encode_jpeg, photo
 from dataloader.image import (
     CenterCrop,
     Decode,
+    ImageBatch,
     ImageCollator,
     ImageFiles,
     RandomHorizontalFlip,
@@ -46,7 +47,8 @@ def drain(loader):
         except ValueError as e:
             results.append(e)
         else:
-            results.append(batch.labels.tolist())
+            images, labels = batch
+            results.append(labels.tolist())
 
 
 @pytest.mark.timeout(60)
@@ -86,7 +88,7 @@ def test_random_transforms_are_identical_for_any_num_workers(files):
             collate_fn=ImageCollator(dtype=np.float32, mean=0.5, std=0.25),
             **kwargs,
         )
-        return [(np.asarray(b).copy(), b.labels.copy()) for b in loader]
+        return [(np.asarray(x).copy(), y.copy()) for x, y in loader]
 
     reference = epoch(0)
     assert len(reference) == 6
@@ -95,3 +97,52 @@ def test_random_transforms_are_identical_for_any_num_workers(files):
         for (x, y), (x2, y2) in zip(reference, other, strict=True):
             np.testing.assert_array_equal(y, y2)
             np.testing.assert_array_equal(x, x2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_labelled_batches_unpack_into_images_and_labels(files, num_workers):
+    good = [p for i, p in enumerate(files) if i != BAD][:20]
+    loader = DataLoader(
+        ImageFiles(good, labels=range(100, 120)),
+        batch_size=8,
+        num_workers=num_workers,
+        transform=Decode().then(CenterCrop(32)),
+        collate_fn=ImageCollator(reuse_buffers=2),
+    )
+    seen = []
+    for x, y in loader:  # as with any PyTorch loader
+        assert isinstance(x, ImageBatch) and x.shape[1:] == (3, 32, 32)
+        assert y.dtype == np.int64 and y.shape == (len(x),)
+        seen += y.tolist()
+    assert seen == list(range(100, 120))
+    unlabelled = DataLoader(
+        ImageFiles(good[:4]),
+        batch_size=4,
+        num_workers=num_workers,
+        transform=Decode().then(CenterCrop(32)),
+        collate_fn=ImageCollator(),
+    )
+    (batch,) = list(unlabelled)
+    assert isinstance(batch, ImageBatch) and batch.labels is None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_undecodable_item_error_names_its_index_not_a_file_object(tmp_path, files, num_workers):
+    paths = list(files[:6])
+    paths[4] = tmp_path / "not-an-image.jpg"
+    paths[4].write_bytes(b"this is not an image")
+    loader = DataLoader(
+        ImageFiles(paths, labels=range(6)),
+        batch_size=3,
+        num_workers=num_workers,
+        transform=Decode().then(CenterCrop(32)),
+        collate_fn=ImageCollator(),
+    )
+    it = iter(loader)
+    next(it)
+    with pytest.raises(ValueError, match=r"cannot decode image \(item 4\)") as info:
+        next(it)
+    assert "BytesIO" not in str(info.value) and "0x" not in str(info.value)
+    loader.close()

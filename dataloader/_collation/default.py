@@ -38,6 +38,19 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 CollateFnMap = dict[type | tuple[type, ...], Callable[..., Any]]
 
 
+def _not_all(batch: Sequence[Any], types: type | tuple[type, ...]) -> BaseException | None:
+    """A marked TypeError naming the first element of ``batch`` that is not a ``types``, or None.
+
+    Called only once collation has failed or produced an object array, so the normal path pays
+    nothing; it is what turns a ``None`` in a batch of numbers into a TypeError naming
+    ``NoneType`` (NumPy would make it NaN, or an object array).
+    """
+    for j, x in enumerate(batch):
+        if not isinstance(x, types):
+            return mark(TypeError(f"{ERR_FORMAT.format(type(x))} at element {j} of the batch"))
+    return None
+
+
 def _field(batch: Sequence[Any], fmap: CollateFnMap | None, key: str) -> Any:
     try:
         return _collate(batch, fmap)
@@ -59,7 +72,10 @@ def _collate(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     if isinstance(elem, collections.abc.Mapping):
         return _collate_mapping(batch, fmap)
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        transposed = zip(*batch, strict=False)  # PyTorch does not check namedtuple lengths
+        try:
+            transposed = zip(*batch, strict=False)  # PyTorch does not check namedtuple lengths
+        except TypeError:  # an element is not iterable (None...)
+            raise _not_all(batch, tuple) or mark(TypeError(ERR_FORMAT.format(elem_type))) from None
         fields = [
             _field(s, fmap, f".{name}") for name, s in zip(elem._fields, transposed, strict=False)
         ]
@@ -92,6 +108,11 @@ def _collate_mapping(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     for key in elem:
         try:
             samples = [d[key] for d in batch]
+        except TypeError:  # an element is not a mapping (None...)
+            error = _not_all(batch, collections.abc.Mapping)
+            if error is None:
+                raise
+            raise error from None
         except KeyError:
             j = next(j for j, d in enumerate(batch) if key not in d)
             raise mark(
@@ -105,7 +126,13 @@ def _collate_sequence(batch: Sequence[Any], fmap: CollateFnMap | None) -> Any:
     elem = batch[0]
     size = len(elem)
     for j, other in enumerate(batch):
-        if len(other) != size:
+        try:
+            other_size = len(other)
+        except TypeError:  # None, a number...
+            raise mark(
+                TypeError(f"{ERR_FORMAT.format(type(other))} at element {j} of the batch")
+            ) from None
+        if other_size != size:
             raise mark(
                 RuntimeError(
                     "each element in list of batch should be of equal size "
@@ -153,6 +180,9 @@ def collate_numpy_array_fn(
     try:
         out = np.stack(batch)
     except ValueError:
+        error = _not_all(batch, np.ndarray)
+        if error is not None:
+            raise error from None
         first = np.shape(elem)
         for j, b in enumerate(batch):
             if np.shape(b) != first:
@@ -164,7 +194,7 @@ def collate_numpy_array_fn(
                 ) from None
         raise
     if out.dtype.kind in _REFUSED_KINDS:
-        raise mark(TypeError(ERR_FORMAT.format(out.dtype)))
+        raise _not_all(batch, np.ndarray) or mark(TypeError(ERR_FORMAT.format(out.dtype)))
     return out
 
 
@@ -174,7 +204,7 @@ def collate_numpy_scalar_fn(
     """NumPy scalars -> array of their (promoted) dtype, shape ``(B,)``."""
     out = np.array(batch)
     if out.dtype.kind in _REFUSED_KINDS:
-        raise mark(TypeError(ERR_FORMAT.format(out.dtype)))
+        raise _not_all(batch, _NP_SCALARS) or mark(TypeError(ERR_FORMAT.format(out.dtype)))
     return out
 
 
@@ -183,10 +213,11 @@ def _numbers(batch: Sequence[Any]) -> np.ndarray:
     out = np.array(batch)
     if out.dtype.kind in "biufc":
         return out
-    numeric = (int, float, complex, np.number, np.bool_)
-    bad = next((x for x in batch if not isinstance(x, numeric)), None)
-    if bad is not None or out.dtype.kind != "O":
-        raise mark(TypeError(ERR_FORMAT.format(type(bad))))
+    error = _not_all(batch, (int, float, complex, np.number, np.bool_))
+    if error is not None:  # None (NumPy would make it NaN in a float array), a string...
+        raise error
+    if out.dtype.kind != "O":
+        raise mark(TypeError(ERR_FORMAT.format(out.dtype)))
     return out
 
 

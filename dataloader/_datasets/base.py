@@ -28,10 +28,35 @@ class Dataset(Generic[T_co]):
     ``dataset_a + dataset_b`` is ``ConcatDataset([dataset_a, dataset_b])``.  No default
     ``__len__`` and no default ``__getitems__`` (as in PyTorch, so the loader can tell whether a
     subclass provides them).
+
+    ``iter(dataset)`` yields ``dataset[i]`` for ``i`` in ``range(len(dataset))`` (the length
+    taken once, at the start).  Without this, Python would fall back to its legacy protocol
+    (call ``__getitem__(0), (1), ...`` until an ``IndexError``), as it does for PyTorch's
+    ``Dataset``: a bug that raises ``IndexError`` inside ``__getitem__`` would then end
+    ``list(dataset)`` early and silently.  Here that ``IndexError`` propagates, and a dataset
+    without ``__len__`` is not iterable (``TypeError``).
     """
 
     def __getitem__(self, index: Any) -> T_co:
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
+
+    def __iter__(self) -> Iterator[T_co]:
+        """Yield ``self[0], ..., self[len(self) - 1]``.
+
+        Raises:
+            TypeError: the dataset has no ``__len__`` (at the ``iter()`` call).
+            Whatever ``__getitem__`` raises, ``IndexError`` included, propagates unchanged.
+        """
+        if not hasattr(type(self), "__len__"):
+            raise TypeError(
+                f"{type(self).__name__} has no __len__, so it cannot be iterated: index it, "
+                "or make it an IterableDataset"
+            )
+        return self._items(len(self))  # type: ignore[arg-type]
+
+    def _items(self, n: int) -> Iterator[T_co]:
+        for i in range(n):
+            yield self[i]
 
     def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
         return ConcatDataset([self, other])

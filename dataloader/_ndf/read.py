@@ -45,7 +45,12 @@ class NdfFile:
     read is safe (the descriptor is released when the last read in flight
     ends) and reads that start afterwards raise ValueError.  The file is
     also closed when the last reference is dropped.  Do not truncate the
-    file while it is open (with "mmap" that raises SIGBUS).
+    file while it is open: reads past the new end raise OSError (with
+    "mmap", rows on the last page past the end read as zeros).
+
+    Pickling, ``copy.copy`` and ``copy.deepcopy`` reopen the file by its
+    absolute path with the same access and advice (a new descriptor, closed
+    independently); the copy checks that n, d and l are unchanged.
 
     Raises:
         ValueError: not an .ndf file (wrong magic), header shorter than 28
@@ -62,6 +67,8 @@ class NdfFile:
         if advice not in ADVICE:
             raise ValueError(f"{advice=} must be one of {ADVICE}")
         self.path = os.fspath(path)
+        self.advice = advice
+        self._abspath = os.path.abspath(self.path)  # what a pickled copy reopens
         # O_NONBLOCK: opening a FIFO must not wait for a writer.
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
@@ -163,6 +170,37 @@ class NdfFile:
         state = "closed" if self.closed else self.access
         return f"NdfFile({self.path!r}, n={self.n}, d={self.d}, l={self.l}, {state})"
 
+    def _reopen_args(self) -> tuple[str, str, str, tuple[int, int, int]]:
+        """What a copy needs to reopen this file (raises ValueError when it is closed)."""
+        if self.closed:
+            raise ValueError(f"cannot pickle or copy the closed .ndf file {self.path!r}")
+        return self._abspath, self.access, self.advice, (self.n, self.d, self.l)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen_file, self._reopen_args())
+
+
+def _reopen_file(path: str, access: str, advice: str, shape: tuple[int, int, int]) -> NdfFile:
+    """Reopen a pickled / copied NdfFile; its (n, d, l) must be the same.
+
+    Raises:
+        ValueError: the file now has another shape (or is no longer a valid .ndf file).
+        OSError: it cannot be opened any more.
+    """
+    return _same_shape(NdfFile(path, access=access, advice=advice), shape)
+
+
+def _same_shape(file: NdfFile, shape: tuple[int, int, int]) -> NdfFile:
+    """``file`` if its (n, d, l) is ``shape``; else close it and raise ValueError."""
+    if (file.n, file.d, file.l) != shape:
+        file.close()
+        n, d, l = shape  # noqa: E741
+        raise ValueError(
+            f"{file.path!r} changed since it was pickled or copied: it has n={file.n}, "
+            f"d={file.d}, l={file.l}, the copy expected n={n}, d={d}, l={l}"
+        )
+    return file
+
 
 def open_ndf(path: str | os.PathLike[str], *, access: str = "auto",
              advice: str = "normal") -> NdfFile:
@@ -231,6 +269,14 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
         access, advice: passed to open_ndf when a path is given.
 
     Thread-safety: all reads may run from many worker threads at once.
+
+    Pickling, ``copy.copy`` and ``copy.deepcopy`` give a dataset that reopens
+    the file by path (see NdfFile) and owns its copy, whichever way the
+    original was made; other attributes (of a subclass) are copied as usual.
+
+    Raises:
+        ValueError: pickling or copying a closed dataset; on unpickling, the
+            file changed shape since.
     """
 
     accepts_index_arrays = True
@@ -266,3 +312,17 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
 
     def __repr__(self) -> str:
         return f"NdfDataset({self.file!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("file", "_owns_file")}
+        return (_reopen_dataset, (type(self), *self.file._reopen_args()), state or None)
+
+
+def _reopen_dataset(
+    cls: type[NdfDataset], path: str, access: str, advice: str, shape: tuple[int, int, int]
+) -> NdfDataset:
+    """Rebuild a pickled / copied NdfDataset (or subclass) around a reopened file it owns."""
+    dataset = cls.__new__(cls)
+    NdfDataset.__init__(dataset, path, access=access, advice=advice)
+    _same_shape(dataset.file, shape)
+    return dataset

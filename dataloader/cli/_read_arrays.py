@@ -24,7 +24,14 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 from dataloader.cli._constants import CHUNK_BYTES
-from dataloader.cli._source import Chunk, Source, check_numeric_dtype, resolve_columns, split_columns
+from dataloader.cli._source import (
+    Chunk,
+    Source,
+    check_numeric_dtype,
+    feature_columns,
+    resolve_columns,
+    take_columns,
+)
 
 __all__ = ["FEATURE_NAMES", "LABEL_NAMES", "open_npy", "open_npz"]
 
@@ -76,6 +83,7 @@ def open_npy(path: str, labels_path: str | None, label_tokens: Sequence[str]) ->
     if ncols == 0:
         raise CliError(f"{path}: features of shape {x.shape} have no columns")
     labels = resolve_columns(label_tokens, None, ncols, path)
+    features = feature_columns(ncols, labels, path)
     l = len(labels) if labels else (_columns(y.shape) if y is not None else 0)  # noqa: E741
     block = _block_rows(ncols + l)
 
@@ -83,7 +91,7 @@ def open_npy(path: str, labels_path: str | None, label_tokens: Sequence[str]) ->
         for start in range(0, n, block):
             stop = min(n, start + block)
             rows = np.asarray(x[start:stop]).reshape(stop - start, ncols)
-            xs, ys = split_columns(rows, labels)
+            xs, ys = take_columns(rows, features, labels)
             if y is not None:
                 ys = np.asarray(y[start:stop]).reshape(stop - start, -1)
             yield xs, ys, stop - start
@@ -187,6 +195,7 @@ def open_npz(
         if x.cols == 0:
             raise CliError(f"{path}: array {fname!r} of shape {x.shape} has no columns")
         label_cols = resolve_columns(label_tokens, None, x.cols, path)
+        feature_cols = feature_columns(x.cols, label_cols, path)
     except BaseException:
         archive.close()
         raise
@@ -196,7 +205,7 @@ def open_npz(
     def chunks() -> Iterator[Chunk]:
         for start in range(0, n, block):
             stop = min(n, start + block)
-            xs, ys = split_columns(x.rows(start, stop), label_cols)
+            xs, ys = take_columns(x.rows(start, stop), feature_cols, label_cols)
             if y is not None:
                 ys = y.rows(start, stop)
             yield xs, ys, stop - start

@@ -1,10 +1,14 @@
 """Reading a numeric CSV file in blocks of lines (``.csv`` or gzip-compressed ``.csv.gz``).
 
-The first line names the columns (``--no-header``: columns are numbered from
-0).  Blocks of ``CSV_CHUNK_ROWS`` lines are parsed by ``numpy.loadtxt`` (C
-code); only when a block fails is it scanned again line by line with the
-``csv`` module, to name the exact line and column of the first bad value.
-Memory holds one block, whatever the file size.
+After ``skip_rows`` lines (skipped unread), the first line is either a header
+of column names or the first row of data.  ``header=None`` decides from the
+line itself: all numbers means data (columns are then positions 0..), anything
+else a header; the decision goes to ``Source.notes`` so that ``convert`` prints
+it, and no numeric row is ever dropped silently.  Blocks of ``CSV_CHUNK_ROWS``
+lines are parsed by ``numpy.loadtxt`` (C code), only the columns kept; only when
+a block fails is it scanned again line by line with the ``csv`` module (or
+``str.split`` for whitespace-separated input), to name the exact line and column
+of the first bad value.  Memory holds one block, whatever the file size.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 from dataloader.cli._constants import CSV_CHUNK_ROWS
-from dataloader.cli._source import Chunk, Source, resolve_columns, split_columns
+from dataloader.cli._source import Chunk, Source, feature_columns, resolve_columns, take_columns
 
 __all__ = ["open_csv"]
+
+_READ_ERRORS = (OSError, UnicodeDecodeError, EOFError, zlib.error)
 
 
 def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
@@ -37,75 +43,149 @@ def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
     return raw, io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
 
 
-def _fields(line: str, delimiter: str, where: str) -> list[str]:
-    """Split one line; ``where`` (file and line) names it in the error.
+def _fields(line: str, delimiter: str | None, where: str) -> list[str]:
+    """Split one line (``delimiter=None``: on runs of whitespace); ``where`` names it in errors.
 
     Raises:
         CliError: the csv module cannot split it (e.g. a field over its 128 KiB limit).
     """
+    if delimiter is None:
+        return line.split()
     try:
         return next(csv.reader([line], delimiter=delimiter), [])
     except csv.Error as exc:
         raise CliError(f"{where}: {exc}") from None
 
 
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_first_line(
+    text: io.TextIOWrapper, path: str, skip_rows: int, header: bool | None
+) -> str:
+    """Skip ``skip_rows`` lines and return the next one (the header or first data line)."""
+    try:
+        for skipped in range(skip_rows):
+            if not text.readline():
+                raise CliError(
+                    f"{path}: has only {skipped} lines; --skip-rows {skip_rows} skips them all"
+                )
+        first = text.readline()
+    except _READ_ERRORS as exc:
+        raise CliError(f"{path}: cannot read: {exc}") from None
+    if not first.strip():
+        after = f" after --skip-rows {skip_rows}" if skip_rows else ""
+        if header is not False:
+            raise CliError(f"{path}: is empty{after} (expected a header line or data)")
+        raise CliError(f"{path}: is empty{after}")
+    return first
+
+
 def open_csv(
     path: str,
     label_tokens: Sequence[str],
-    header: bool = True,
-    delimiter: str = ",",
+    header: bool | None = None,
+    delimiter: str | None = ",",
     chunk_rows: int = CSV_CHUNK_ROWS,
+    skip_rows: int = 0,
+    columns: Sequence[str] | None = None,
+    drop_columns: Sequence[str] | None = None,
 ) -> Source:
     """Open a CSV table for ``convert``.
 
     Args:
         path: ``.csv`` file, or ``.csv.gz`` (gzip).
-        label_tokens: label columns, by header name or integer position
-            (negative counts from the end).
-        header: the first line names the columns.
-        delimiter: one character.
+        label_tokens: label columns: an integer is a position (negative counts
+            from the end), ``name:X`` the header column ``X``, another token a name.
+        header: the first line (after ``skip_rows``) names the columns (True), is
+            data (False), or ``None``: data when every field is a number.
+        delimiter: one character, or ``None`` for runs of whitespace.
         chunk_rows: lines parsed per block.
+        skip_rows: lines skipped at the start of the file, before the header.
+        columns: tokens of the feature columns to keep, in this order (the label
+            columns are kept too); ``None`` keeps all.  Columns not kept are never
+            parsed.
+        drop_columns: tokens of columns to leave out (not label columns); not
+            with ``columns``.
 
     Raises:
-        CliError: unreadable file, no header, unknown label column; while
-            iterating: a ragged or non-numeric line (file, line and column named).
+        CliError: unreadable file, no header line where names are used, an
+            unknown column, a label column also dropped; while iterating: a ragged or non-numeric
+            line (file, line and column named).
     """
     raw, text = _open_text(path)
     try:
-        try:
-            first = text.readline()
-        except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
-            raise CliError(f"{path}: cannot read: {exc}") from None
-        if not first.strip():
-            raise CliError(
-                f"{path}: is empty (expected a header line)" if header else f"{path}: is empty"
-            )
-        first_fields = _fields(first.rstrip("\r\n"), delimiter, f"{path}: line 1")
-        first_fields = [f.strip() for f in first_fields]
+        first = _read_first_line(text, path, skip_rows, header)
+        first_line_no = skip_rows + 1
+        where = f"{path}: line {first_line_no}"
+        first_fields = [f.strip() for f in _fields(first.rstrip("\r\n"), delimiter, where)]
         ncols = len(first_fields)
+        notes: list[str] = []
+        if header is None:
+            header = not all(f and _is_number(f) for f in first_fields)
+            if header:
+                shown = ", ".join(repr(f) for f in first_fields[:8])
+                more = "" if ncols <= 8 else f", ... ({ncols} columns)"
+                notes.append(
+                    f"{path}: line {first_line_no} is a header ({shown}{more}); "
+                    "pass --no-header if it is data"
+                )
+            else:
+                notes.append(
+                    f"{path}: line {first_line_no} is all numbers, so it is data and there is no "
+                    f"header (columns are positions 0..{ncols - 1}); pass --header if it names them"
+                )
         names = first_fields if header else [str(j) for j in range(ncols)]
-        labels = resolve_columns(label_tokens, names if header else None, ncols, path)
+        header_names = names if header else None
+        labels = resolve_columns(label_tokens, header_names, ncols, path, notes=notes)
+        keep = None
+        if columns is not None:
+            keep = resolve_columns(columns, header_names, ncols, path, "column", notes)
+        elif drop_columns is not None:
+            dropped = resolve_columns(drop_columns, header_names, ncols, path, "column", notes)
+            both = [j for j in labels if j in dropped]
+            if both:
+                raise CliError(
+                    f"{path}: column {both[0]} ({names[both[0]]!r}) is both a label column "
+                    "and dropped by --drop-columns"
+                )
+            keep = [j for j in range(ncols) if j not in dropped]
+        features = feature_columns(ncols, labels, path, keep)
+        if labels:
+            picked = ", ".join(f"{j} ({names[j]!r})" if header else str(j) for j in labels)
+            notes.append(f"label columns: {picked}")
     except BaseException:
         text.close()
         raw.close()
         raise
+    used = sorted(features + labels)
+    usecols = None if len(used) == ncols else used
+    block_pos = {j: i for i, j in enumerate(used)}
+    block_features = [block_pos[j] for j in features]
+    block_labels = [block_pos[j] for j in labels]
     size = os.fstat(raw.fileno()).st_size
     pending = [] if header else [first]
+    dialect = _Dialect(path, delimiter, names, usecols)
 
     def chunks() -> Iterator[Chunk]:
-        line_no = 2 if header else 1  # 1-based number of the block's first line
+        line_no = first_line_no + (1 if header else 0)  # 1-based number of the block's first line
         last_pos = 0
         lines = pending
         while True:
             try:
                 lines = lines + list(itertools.islice(text, chunk_rows - len(lines)))
-            except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
+            except _READ_ERRORS as exc:
                 raise CliError(f"{path}: cannot read after line {line_no - 1}: {exc}") from None
             if not lines:
                 return
-            rows = _parse_block(lines, path, line_no, delimiter, names)
+            rows = dialect.parse_block(lines, line_no)
             if rows.shape[0]:
-                x, y = split_columns(rows, labels)
+                x, y = take_columns(rows, block_features, block_labels)
                 pos = raw.tell()
                 yield x, y, pos - last_pos
                 last_pos = pos
@@ -116,48 +196,77 @@ def open_csv(
         text.close()
         raw.close()  # a GzipFile does not close the file it was given
 
-    return Source(path, ncols - len(labels), len(labels), size, "B", chunks, close, names)
+    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes)
 
 
-def _parse_block(
-    lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
-) -> np.ndarray:
-    ncols = len(names)
-    if not any(line.strip() for line in lines):  # only blank lines: loadtxt would warn
-        return np.empty((0, ncols))
-    try:
-        rows = np.loadtxt(
-            lines, delimiter=delimiter, dtype=np.float64, ndmin=2, comments=None, quotechar='"'
-        )
-    except ValueError as exc:
-        _locate_error(lines, path, line_no, delimiter, names)
-        raise CliError(f"{path}: lines {line_no}-{line_no + len(lines) - 1}: {exc}") from None
-    if rows.shape[0] and rows.shape[1] != ncols:
-        _locate_error(lines, path, line_no, delimiter, names)
-        raise CliError(
-            f"{path}: lines {line_no}-{line_no + len(lines) - 1}: "
-            f"{rows.shape[1]} columns, expected {ncols}"
-        )
-    return rows
+class _Dialect:
+    """How the lines of one file are parsed: delimiter, column names, columns kept."""
 
+    def __init__(
+        self, path: str, delimiter: str | None, names: list[str], usecols: list[int] | None
+    ) -> None:
+        self.path = path
+        self.delimiter = delimiter
+        self.names = names
+        self.usecols = usecols
 
-def _locate_error(
-    lines: list[str], path: str, line_no: int, delimiter: str, names: list[str]
-) -> None:
-    """Raise a CliError naming the first ragged or non-numeric line of a failed block."""
-    ncols = len(names)
-    for i, line in enumerate(lines):
-        where = f"{path}: line {line_no + i}"
-        fields = _fields(line.rstrip("\r\n"), delimiter, where)
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            continue  # blank line: loadtxt skips it too
-        if len(fields) != ncols:
-            raise CliError(f"{where}: {len(fields)} columns, expected {ncols} (ragged row)")
-        for j, value in enumerate(fields):
-            try:
-                float(value)
-            except ValueError:
-                shown = repr(value) if value.strip() else "an empty value"
+    def parse_block(self, lines: list[str], line_no: int) -> np.ndarray:
+        """Parse a block of lines (first one numbered ``line_no``) into float64 rows."""
+        path, ncols = self.path, len(self.names)
+        width = ncols if self.usecols is None else len(self.usecols)
+        if not any(line.strip() for line in lines):  # only blank lines: loadtxt would warn
+            return np.empty((0, width))
+        span = f"{path}: lines {line_no}-{line_no + len(lines) - 1}"
+        try:
+            rows = np.loadtxt(
+                lines,
+                delimiter=self.delimiter,
+                dtype=np.float64,
+                ndmin=2,
+                comments=None,
+                quotechar='"',
+                usecols=self.usecols,
+            )
+        except ValueError as exc:
+            self.locate_error(lines, line_no)
+            raise CliError(f"{span}: {exc}") from None
+        if rows.shape[0] and rows.shape[1] != width:
+            self.locate_error(lines, line_no)
+            raise CliError(f"{span}: {rows.shape[1]} columns, expected {ncols}")
+        if self.usecols is not None:  # loadtxt does not see extra columns it does not use
+            self.check_widths(lines, line_no)
+        return rows
+
+    def check_widths(self, lines: list[str], line_no: int) -> None:
+        """Raise a CliError naming the first line whose number of fields is not ``ncols``."""
+        ncols, delimiter = len(self.names), self.delimiter
+        for i, line in enumerate(lines):
+            if delimiter is not None and '"' not in line:
+                count = line.count(delimiter) + 1  # fast path: no quoted delimiter possible
+            else:
+                where = f"{self.path}: line {line_no + i}"
+                count = len(_fields(line.rstrip("\r\n"), delimiter, where))
+            if count != ncols and line.strip():
                 raise CliError(
-                    f"{where}, column {j + 1} ({names[j]!r}): {shown} is not a number"
-                ) from None
+                    f"{self.path}: line {line_no + i}: {count} columns, expected {ncols} "
+                    "(ragged row)"
+                )
+
+    def locate_error(self, lines: list[str], line_no: int) -> None:
+        """Raise a CliError naming the first ragged or non-numeric line of a failed block."""
+        ncols, names = len(self.names), self.names
+        used = range(ncols) if self.usecols is None else self.usecols
+        for i, line in enumerate(lines):
+            where = f"{self.path}: line {line_no + i}"
+            fields = _fields(line.rstrip("\r\n"), self.delimiter, where)
+            if not fields or (len(fields) == 1 and not fields[0].strip()):
+                continue  # blank line: loadtxt skips it too
+            if len(fields) != ncols:
+                raise CliError(f"{where}: {len(fields)} columns, expected {ncols} (ragged row)")
+            for j in used:
+                value = fields[j]
+                if not _is_number(value):
+                    shown = repr(value) if value.strip() else "an empty value"
+                    raise CliError(
+                        f"{where}, column {j + 1} ({names[j]!r}): {shown} is not a number"
+                    )

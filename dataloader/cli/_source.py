@@ -9,7 +9,15 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 
-__all__ = ["Chunk", "Source", "check_numeric_dtype", "resolve_columns"]
+__all__ = [
+    "NAME_PREFIX",
+    "Chunk",
+    "Source",
+    "check_numeric_dtype",
+    "feature_columns",
+    "resolve_columns",
+    "take_columns",
+]
 
 # (x rows (k, d) float64, y rows (k, l) float64 or None, progress units consumed)
 Chunk = tuple[np.ndarray, "np.ndarray | None", int]
@@ -28,6 +36,9 @@ class Source:
         chunks: a callable returning an iterator of ``(x, y, advance)``; it
             raises :class:`CliError` naming the file, row and column of bad data.
         close: releases open files.
+        names: the column names (CSV header, or positions as strings).
+        notes: what the reader decided on its own (header or not, which column
+            a token picked), printed by ``convert`` unless ``--quiet``.
     """
 
     path: str
@@ -38,6 +49,7 @@ class Source:
     chunks: Callable[[], Iterator[Chunk]]
     close: Callable[[], None] = field(default=lambda: None)
     names: Sequence[str] = ()
+    notes: list[str] = field(default_factory=list)
 
 
 def check_numeric_dtype(dtype: np.dtype, path: str, what: str) -> None:
@@ -49,48 +61,102 @@ def check_numeric_dtype(dtype: np.dtype, path: str, what: str) -> None:
         )
 
 
+#: ``--label-columns name:4`` names the column "4"; a bare ``4`` is always position 4.
+NAME_PREFIX = "name:"
+
+
 def resolve_columns(
-    tokens: Sequence[str], names: Sequence[str] | None, ncols: int, path: str
+    tokens: Sequence[str],
+    names: Sequence[str] | None,
+    ncols: int,
+    path: str,
+    what: str = "label column",
+    notes: list[str] | None = None,
 ) -> list[int]:
-    """Column positions for ``--label-columns`` tokens: header names first, then integers.
+    """Column positions for ``--label-columns`` (or ``--columns``) tokens.
+
+    A token that parses as an integer is a position (negative from the end),
+    even when a header column has that name; ``name:X`` is the column named
+    ``X``; any other token is a name.  When a bare integer is also a header
+    name at another position, a line saying which was taken goes to ``notes``.
 
     Raises:
-        CliError: an unknown name, an index outside ``[-ncols, ncols)``, a
-            duplicate, or no feature column left.
+        CliError: an unknown name (or a name without a header line), an index
+            outside ``[-ncols, ncols)``, or a duplicate.
     """
+    header = list(names) if names is not None else None
     out: list[int] = []
     for tok in tokens:
-        if names is not None and tok in names:
-            j = list(names).index(tok)
-        else:
+        name = tok[len(NAME_PREFIX) :] if tok.startswith(NAME_PREFIX) else None
+        position = None
+        if name is None:
             try:
-                j = int(tok)
+                position = int(tok)
             except ValueError:
-                known = ", ".join(repr(n) for n in list(names or [])[:12])
-                more = "" if names is None or len(names) <= 12 else f", ... ({len(names)} columns)"
+                name = tok
+        if name is not None:
+            if header is None or name not in header:
+                raise CliError(_no_such_column(path, name, header, ncols))
+            j = header.index(name)
+        else:
+            assert position is not None
+            if not -ncols <= position < ncols:
+                hint = (
+                    f" (write {NAME_PREFIX}{tok} for the column named {tok!r})"
+                    if header is not None and tok in header
+                    else ""
+                )
                 raise CliError(
-                    f"{path}: no column named {tok!r} (columns: {known}{more})"
-                ) from None
-            if not -ncols <= j < ncols:
-                raise CliError(f"{path}: label column {j} is out of range for {ncols} columns")
-            j %= ncols
+                    f"{path}: {what} {position} is out of range for {ncols} columns{hint}"
+                )
+            j = position % ncols
+            if notes is not None and header is not None and tok in header:
+                if header.index(tok) != j:
+                    notes.append(
+                        f"{what} {tok} is position {tok} ({header[j]!r}), not the column named "
+                        f"{tok!r} (position {header.index(tok)}); write {NAME_PREFIX}{tok} for that"
+                    )
         if j in out:
-            raise CliError(f"{path}: label column {tok!r} is given twice")
+            raise CliError(f"{path}: {what} {tok!r} is given twice")
         out.append(j)
-    if len(out) >= ncols:
-        raise CliError(
-            f"{path}: every column is a label column; at least one feature column is needed"
-        )
     return out
 
 
-def split_columns(rows: np.ndarray, labels: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Split a (k, ncols) block into features and labels (label columns in ``labels`` order)."""
-    if not labels:
-        return rows, None
+def _no_such_column(path: str, name: str, header: list[str] | None, ncols: int) -> str:
+    if header is None:
+        return (
+            f"{path}: no column named {name!r}: the file has no header line "
+            f"(columns are positions 0..{ncols - 1})"
+        )
+    known = ", ".join(repr(n) for n in header[:12])
+    more = "" if len(header) <= 12 else f", ... ({len(header)} columns)"
+    return f"{path}: no column named {name!r} (columns: {known}{more})"
+
+
+def feature_columns(
+    ncols: int, labels: list[int], path: str, keep: list[int] | None = None
+) -> list[int]:
+    """Positions of the feature columns: ``keep`` (default: every column) minus ``labels``.
+
+    Raises:
+        CliError: no feature column left.
+    """
+    kept = list(range(ncols)) if keep is None else keep
+    features = [j for j in kept if j not in labels]
+    if not features:
+        raise CliError(
+            f"{path}: every column is a label column; at least one feature column is needed"
+        )
+    return features
+
+
+def take_columns(
+    rows: np.ndarray, features: list[int], labels: list[int]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Features and labels of a ``(k, ncols)`` block, each in the order given."""
     ncols = rows.shape[1]
-    if labels == list(range(ncols - len(labels), ncols)):  # the usual case: labels last
-        return rows[:, : ncols - len(labels)], rows[:, ncols - len(labels) :]
-    keep = np.ones(ncols, dtype=bool)
-    keep[labels] = False
-    return rows[:, keep], rows[:, labels]
+    nx = len(features)
+    if features + labels == list(range(ncols)):  # the usual case: labels last, or none
+        return rows[:, :nx], (rows[:, nx:] if labels else None)
+    return rows[:, features], (rows[:, labels] if labels else None)
+

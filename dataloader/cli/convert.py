@@ -6,14 +6,27 @@ Inputs (chosen by the file name, or ``--format``):
 * ``.npz`` named arrays: ``--features NAME`` (default: the first of x, X,
   features, data in the archive, or its only array) and ``--labels NAME``
   (default: the first of y, Y, labels, target, or no labels);
-* ``.csv`` / ``.csv.gz`` with a header line of column names and numeric
-  values; ``--label-columns`` picks the label columns by name.
+* ``.csv`` / ``.csv.gz`` of numeric values, with or without a header line of
+  column names.  Unless ``--header`` or ``--no-header`` says which, the first
+  line (after ``--skip-rows N`` lines) is data when every field is a number
+  and a header otherwise; convert prints what it decided.  ``--delimiter``
+  is one character, ``'\\t'`` for a tab, or ``whitespace`` for runs of spaces
+  and tabs.  ``--columns`` keeps only the feature columns given, in that
+  order (the label columns are kept too); ``--drop-columns`` leaves the
+  columns given out.
+  Columns left out are not parsed, so they may hold text.
 
-``--label-columns`` also takes integer column positions (negative from the
-end), for every format.  The input is read and written in blocks, so a file
-larger than memory converts in bounded memory.  Output is written by
-``NdfWriter`` under a temporary name and renamed at the end: on any error
-(bad value, Ctrl-C) no output file is left behind.
+Columns (``--label-columns``, ``--columns``, ``--drop-columns``) are given by
+position or by name: an integer is always a position (0-based, negative from
+the end), even where a header column has that name; ``name:X`` is the header
+column named ``X`` (``name:4`` for a column named "4"); any other token is a
+name.  Positions work for every format, names for CSV with a header.  Give
+several columns as several words or separated by commas.
+
+The input is read and written in blocks, so a file larger than memory
+converts in bounded memory.  Output is written by ``NdfWriter`` under a
+temporary name and renamed at the end: on any error (bad value, Ctrl-C) no
+output file is left behind.
 """
 
 from __future__ import annotations
@@ -60,15 +73,47 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         nargs="+",
         action="extend",
         default=[],
-        help="label columns, by CSV header name or integer position (negative from the end); "
-        "also comma-separated",
+        help="label columns: an integer is a position (negative from the end), name:X the CSV "
+        "column named X, another word a name; also comma-separated",
+    )
+    header = p.add_mutually_exclusive_group()
+    header.add_argument(
+        "--header",
+        dest="header",
+        action="store_const",
+        const=True,
+        help="CSV: the first line names the columns (default: it does unless all numbers)",
+    )
+    header.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_const",
+        const=False,
+        help="CSV: the first line is data (columns are positions 0..)",
     )
     p.add_argument(
-        "--no-header",
-        action="store_true",
-        help="CSV: the first line is data (columns numbered 0..)",
+        "--skip-rows",
+        metavar="N",
+        type=int,
+        default=0,
+        help="CSV: skip N lines at the start (before the header)",
     )
-    p.add_argument("--delimiter", default=",", help="CSV: field delimiter (default ',')")
+    select = p.add_mutually_exclusive_group()
+    select.add_argument(
+        "--columns",
+        metavar="COL",
+        nargs="+",
+        action="extend",
+        help="CSV: keep only these feature columns, in this order (and the label columns)",
+    )
+    select.add_argument(
+        "--drop-columns", metavar="COL", nargs="+", action="extend", help="CSV: leave these out"
+    )
+    p.add_argument(
+        "--delimiter",
+        help="CSV: one character (default ','), '\\t' for a tab, or 'whitespace' for runs of "
+        "spaces and tabs",
+    )
     p.add_argument(
         "--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block"
     )
@@ -86,32 +131,70 @@ def detect_format(path: str) -> str:
     raise CliError(f"cannot tell the format of {path} from its name; pass --format npy|npz|csv")
 
 
+def _tokens(values: list[str] | None) -> list[str] | None:
+    return None if values is None else [t for tok in values for t in tok.split(",") if t]
+
+
+def parse_delimiter(value: str | None) -> str | None:
+    """``--delimiter``: one character, ``\\t`` (a tab), or ``whitespace`` (None: any run).
+
+    Raises:
+        CliError: anything else.
+    """
+    if value is None:
+        return ","
+    if value == "whitespace":
+        return None
+    if value == "\\t":
+        return "\t"
+    if len(value) != 1 or value in "\r\n\"":
+        raise CliError(
+            f"--delimiter must be one character, '\\t' or 'whitespace', got {value!r}"
+        )
+    return value
+
+
 def open_source(args: argparse.Namespace) -> Source:
     """Open ``args.input`` as a :class:`Source` (raises :class:`CliError`)."""
     fmt = args.format or detect_format(args.input)
-    tokens = [t for tok in args.label_columns for t in tok.split(",") if t]
+    tokens = _tokens(args.label_columns) or []
     if not os.path.exists(args.input):
         raise CliError(f"cannot open {args.input}: No such file or directory")
     if os.path.isdir(args.input):
         raise CliError(f"{args.input} is a directory")
     if fmt != "npz" and args.features is not None:
         raise CliError("--features NAME applies to .npz input only")
+    if fmt != "csv":
+        csv_only = {
+            "--header/--no-header": args.header is not None,
+            "--skip-rows": args.skip_rows != 0,
+            "--columns": args.columns is not None,
+            "--drop-columns": args.drop_columns is not None,
+            "--delimiter": args.delimiter is not None,
+        }
+        given = [name for name, used in csv_only.items() if used]
+        if given:
+            raise CliError(f"{given[0]} applies to CSV input only")
     if fmt == "npy":
         return open_npy(args.input, args.labels, tokens)
     if fmt == "npz":
         return open_npz(args.input, args.features, args.labels, tokens)
     if args.labels is not None:
         raise CliError("CSV input: pick label columns with --label-columns, not --labels")
-    if len(args.delimiter) != 1:
-        raise CliError(f"--delimiter must be one character, got {args.delimiter!r}")
+    delimiter = parse_delimiter(args.delimiter)
     if args.chunk_rows < 1:
         raise CliError(f"--chunk-rows must be >= 1, got {args.chunk_rows}")
+    if args.skip_rows < 0:
+        raise CliError(f"--skip-rows must be >= 0, got {args.skip_rows}")
     return open_csv(
         args.input,
         tokens,
-        header=not args.no_header,
-        delimiter=args.delimiter,
+        header=args.header,
+        delimiter=delimiter,
         chunk_rows=args.chunk_rows,
+        skip_rows=args.skip_rows,
+        columns=_tokens(args.columns),
+        drop_columns=_tokens(args.drop_columns),
     )
 
 
@@ -150,6 +233,9 @@ def run(args: argparse.Namespace) -> int:
     check_output_path(args.output, [args.input, args.labels], args.force)
     t0 = time.perf_counter()
     source = open_source(args)
+    if not args.quiet:
+        for note in source.notes:
+            print(f"convert: {note}")
     try:
         n = write_ndf(source, args.output, args.progress)
     finally:

@@ -14,6 +14,8 @@ batch once, without the GIL, into a reusable buffer exposed as an ``ImageBatch``
                                                  mean=(0.485, 0.456, 0.406),
                                                  std=(0.229, 0.224, 0.225),
                                                  reuse_buffers=4))
+    for images, labels in loader:   # ImageBatch (32, 3, 224, 224) float32, int64 (32,)
+        x = torch.from_dlpack(images)   # or np.asarray(images): no copy
 
 Pillow is needed to decode and resize (``pip install Pillow``, or ``pip install '.[image]'`` from a checkout); it is
 imported on first use.

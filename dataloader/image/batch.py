@@ -133,7 +133,8 @@ class ImageBatch:
         shape: ``(B, C, H, W)`` (layout ``"NCHW"``) or ``(B, H, W, C)`` (``"NHWC"``).
         dtype: ``uint8`` or ``float32``.
         labels: ``int64`` array of shape ``(B,)`` when the items were
-            ``(image, label)`` pairs, else ``None``.
+            ``(image, label)`` pairs, else ``None``.  ``ImageCollator`` returns
+            such a batch as ``(images, labels)`` with this same array second.
 
     Thread-safety: the batch is immutable; its pixels are as thread-safe as any
     NumPy array's (concurrent writers need their own locking).

@@ -25,7 +25,14 @@ _DTYPES = (np.dtype(np.uint8), np.dtype(np.float32))
 
 
 class ImageCollator:
-    """Collate images (or ``(image, label)`` pairs) into one ``ImageBatch``.
+    """Collate images into an ``ImageBatch``; ``(image, label)`` pairs into ``(images, labels)``.
+
+    Like ``default_collate``, the result mirrors one item: a batch of images is
+    one ``ImageBatch``; a batch of ``(image, label)`` pairs is the tuple
+    ``(images, labels)`` (an ``ImageBatch`` and an ``int64`` array of shape
+    ``(B,)``), so ``for x, y in loader`` works as in PyTorch.  The images are
+    copied once into the batch buffer (zero-copy from there on: ``np.asarray``,
+    DLPack); ``images.labels`` is the same ``labels`` array.
 
     Items are ``(H, W, C)`` or ``(H, W)`` arrays (``(H, W)`` counts as C=1) of
     ``uint8`` or ``float32``, all of the same shape and dtype, with any strides:
@@ -100,14 +107,16 @@ class ImageCollator:
         """Buffers allocated so far because none was free (``None`` without reuse)."""
         return None if self._pool is None else self._pool.allocations
 
-    def __call__(self, batch: Sequence[Any]) -> ImageBatch:
+    def __call__(self, batch: Sequence[Any]) -> ImageBatch | tuple[ImageBatch, np.ndarray]:
         """Collate ``batch`` into one buffer.
 
         Args:
             batch: images, or ``(image, label)`` pairs with integer labels.
 
         Returns:
-            The batch; its ``labels`` (int64, shape ``(B,)``) when items are pairs.
+            For images: the ``ImageBatch`` (its ``labels`` is ``None``).  For pairs:
+            ``(images, labels)``, the ``ImageBatch`` and its labels (``int64``,
+            shape ``(B,)``; also ``images.labels``).
 
         Raises:
             ValueError: empty batch; images of different shapes (the message names
@@ -136,7 +145,8 @@ class ImageCollator:
         else:
             scale, bias = self._scale_bias(channels, first.dtype.kind == "f")
             _imgcopy.collate_f32(images, out, nchw, scale, bias)
-        return ImageBatch(holder, shape, self.dtype, labels)
+        images_batch = ImageBatch(holder, shape, self.dtype, labels)
+        return images_batch if labels is None else (images_batch, labels)
 
     def _scale_bias(self, channels: int, is_float: bool) -> tuple[np.ndarray, np.ndarray]:
         """Per-channel ``scale, bias`` (float32) with ``out = x * scale + bias``."""

@@ -48,11 +48,11 @@ def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int
     return pair
 
 
-def _current_item() -> str:
-    """`` (item N)`` for the item the loader is transforming on this thread, if any."""
+def _current_item(nbytes: int) -> str:
+    """`` (item N)`` for the item the loader is transforming on this thread, else the size."""
     # the loader records the index for item_rng(); there is no public getter yet
     index = current_item_index()
-    return "" if index is None else f" (item {index})"
+    return f" of {nbytes:,} bytes" if index is None else f" (item {index})"
 
 
 class Decode(Transform):
@@ -92,7 +92,7 @@ class Decode(Transform):
             where = f" {os.fspath(value)!r}"
         elif isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
             source = io.BytesIO(value.data if isinstance(value, np.ndarray) else value)
-            where = _current_item()
+            where = _current_item(source.getbuffer().nbytes)
         else:
             raise TypeError(f"Decode expects bytes or a path, got {type(value).__name__}")
         try:
@@ -102,7 +102,10 @@ class Decode(Transform):
                 im = im.convert(self.mode) if im.mode != self.mode else im
                 image = from_pil(im, 3)
         except (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError) as e:
-            raise ValueError(f"cannot decode image{where}: {e}") from e
+            # Pillow names its file object ("cannot identify image file <_io.BytesIO object
+            # at 0x...>"), which tells the user nothing: name the item or path instead.
+            reason = str(e).replace(f" {source!r}", "").replace(repr(source), "the data")
+            raise ValueError(f"cannot decode image{where}: {reason}") from e
         return image
 
 

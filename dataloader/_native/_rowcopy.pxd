@@ -1,4 +1,5 @@
-# Row gathering kernels for `.ndf` files (see dataloader/ndf.py for the layout).
+# Row-copy kernels for `.ndf` files (see dataloader/ndf.py for the layout), used by
+# dataloader/_native/_gather.pyx (the Reader).
 #
 # All kernels work on raw pointers, never touch Python objects and never
 # block on the GIL.  Sizes are in bytes; row indices are int64.  The
@@ -12,6 +13,7 @@ from libc.stdint cimport int64_t
 cdef enum:
     GATHER_EOF = 1          # the file ended before a requested row
     GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
+    GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
 
 
 # Position of the first index outside [0, n), or -1 when all are in range.
@@ -40,3 +42,17 @@ cdef int gather_pread(
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
     Py_ssize_t* bad,
 ) noexcept nogil
+
+# gather_mapped over a mapping of `map_bytes` bytes at `map_start` (`data` = row 0 inside
+# it), with a SIGBUS from the mapping (the file was truncated while mapped) turned into
+# GATHER_FAULT (see _bus_guard.h).  Call install_bus_guard() once per mapping first.
+cdef int gather_mapped_guarded(
+    const char* map_start, size_t map_bytes, const char* data, int64_t n, Py_ssize_t row_bytes,
+    const int64_t* indices, Py_ssize_t count,
+    char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
+    Py_ssize_t* bad,
+) noexcept nogil
+
+# Install the process-wide SIGBUS handler of the guard (idempotent; see _bus_guard.h).
+# Returns 0 or an errno.
+cdef int install_bus_guard() noexcept nogil

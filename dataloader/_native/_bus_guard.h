@@ -1,0 +1,121 @@
+/* SIGBUS guard for copies out of a file mapping (used by _rowcopy.pyx).
+
+   A file truncated while mapped makes any access past its new end fault with SIGBUS.
+   dl_bus_guarded(lo, hi, fn, arg, fault) runs fn(arg) with a sigsetjmp point and the
+   mapping's range [lo, hi) in a thread-local slot; one process-wide SIGBUS handler
+   siglongjmps back when the faulting thread is inside a guard and the address lies in
+   its mapping, and dl_bus_guarded then returns `fault`.  Any other SIGBUS goes to the
+   handler installed before ours (faulthandler's, or the default action), as without us.
+
+   dl_bus_install() installs the handler when the first mapped Reader is made, and again
+   by a later one if ours was replaced by the default action (faulthandler.disable() may
+   restore that) or by the handler it had replaced.  Any other handler installed after
+   ours is left alone: it may chain to ours (faulthandler, enabled later, prints the fault
+   and re-raises it into ours, which still recovers), and replacing it would close a loop.
+
+   The handler is SA_NODEFER, so the jump leaves the signal mask as it was, and the guard
+   is a plain sigsetjmp(env, 0): no system call, a few ns a gather.  Only a memcpy from
+   the mapping is interrupted; it holds no lock and no Python state, so abandoning it is
+   safe.  The thread-local slot is initial-exec (static TLS), so the handler reads it
+   without __tls_get_addr, which may allocate on a thread's first access. */
+
+#ifndef DATALOADER_BUS_GUARD_H
+#define DATALOADER_BUS_GUARD_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+
+typedef struct {
+    sigjmp_buf env;
+    const char *lo, *hi;  /* the mapping this guard covers: [lo, hi) */
+} dl_bus_guard;
+
+/* The guard of the calling thread (NULL outside a guarded copy). */
+static __thread __attribute__((tls_model("initial-exec")))
+    dl_bus_guard *volatile dl_bus_current = NULL;
+static struct sigaction dl_bus_previous;
+static pthread_mutex_t dl_bus_install_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void dl_bus_handler(int sig, siginfo_t *info, void *context) {
+    dl_bus_guard *guard = dl_bus_current;
+    if (guard != NULL) {
+        const char *addr = (const char *)info->si_addr;
+        /* si_code <= 0: sent by raise()/kill(), e.g. re-raised by faulthandler
+           after it printed the fault: ours too when this thread is in a guard. */
+        if (info->si_code <= 0 || (addr >= guard->lo && addr < guard->hi)) {
+            dl_bus_current = NULL;
+            siglongjmp(guard->env, 1);
+        }
+    }
+    if (dl_bus_previous.sa_flags & SA_SIGINFO) {
+        dl_bus_previous.sa_sigaction(sig, info, context);
+    } else if (dl_bus_previous.sa_handler == SIG_IGN) {
+        return;
+    } else if (dl_bus_previous.sa_handler == SIG_DFL) {
+        /* as if we were never installed: the default action ends the process */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    } else {
+        dl_bus_previous.sa_handler(sig);
+    }
+}
+
+static int dl_bus_installed = 0;
+
+static int dl_same_handler(const struct sigaction *a, const struct sigaction *b) {
+    if ((a->sa_flags & SA_SIGINFO) != (b->sa_flags & SA_SIGINFO)) return 0;
+    return (a->sa_flags & SA_SIGINFO) ? a->sa_sigaction == b->sa_sigaction
+                                      : a->sa_handler == b->sa_handler;
+}
+
+static int dl_terminal_handler(const struct sigaction *a) {
+    return !(a->sa_flags & SA_SIGINFO) && (a->sa_handler == SIG_DFL || a->sa_handler == SIG_IGN);
+}
+
+/* Make dl_bus_handler the SIGBUS handler: the first time, and again when ours was
+   replaced by a handler that cannot chain to it: the default action (what
+   faulthandler.disable() restores) or the handler ours had replaced.  Any other
+   handler installed after ours is left in place: it may chain to ours (faulthandler
+   does, after printing the fault), and replacing it would close a loop.
+   Returns 0 or an errno. */
+static int dl_bus_install(void) {
+    struct sigaction current, ours;
+    int err = 0;
+    pthread_mutex_lock(&dl_bus_install_lock);
+    if (sigaction(SIGBUS, NULL, &current) != 0) {
+        err = errno;
+    } else if (!dl_bus_installed || dl_terminal_handler(&current)
+               || dl_same_handler(&current, &dl_bus_previous)) {
+        memset(&ours, 0, sizeof ours);
+        ours.sa_sigaction = dl_bus_handler;
+        ours.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+        sigemptyset(&ours.sa_mask);
+        if (sigaction(SIGBUS, &ours, &dl_bus_previous) != 0) err = errno;
+        else dl_bus_installed = 1;
+    }
+    pthread_mutex_unlock(&dl_bus_install_lock);
+    return err;
+}
+
+/* fn(arg) with SIGBUS on [lo, hi) turned into the return value `fault`. */
+static int dl_bus_guarded(const char *lo, const char *hi, int (*fn)(void *), void *arg,
+                          int fault) {
+    dl_bus_guard guard;
+    int status;
+    guard.lo = lo;
+    guard.hi = hi;
+    if (sigsetjmp(guard.env, 0) != 0) {
+        return fault;  /* back from the handler, which cleared dl_bus_current */
+    }
+    dl_bus_current = &guard;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* set before the copy starts */
+    status = fn(arg);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* cleared only after it ends */
+    dl_bus_current = NULL;
+    return status;
+}
+
+#endif /* DATALOADER_BUS_GUARD_H */
