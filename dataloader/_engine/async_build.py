@@ -32,7 +32,8 @@ from typing import Any
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.async_loop import AsyncLoop
-from dataloader._engine.build import Builder, check_item_count
+from dataloader._datasets.fetch import check_item_count
+from dataloader._engine.build import Builder
 from dataloader._engine.items import MapItems
 from dataloader._native._ring import Window
 
@@ -104,7 +105,7 @@ class _BatchRun:
 
     def _put_batch(self, items: Any) -> None:
         try:
-            check_item_count(items, self.indices)
+            items = check_item_count(items, len(self.indices))
         except ValueError as exc:
             self.out.put((0, False, exc))
             return

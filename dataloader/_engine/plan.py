@@ -78,6 +78,7 @@ class EpochPlan:
 
     def _map_builder(self, pool: WorkerPool | None, epoch_key: tuple[int, int]) -> tuple[Any, type[MapItems]]:
         """The builder of a map-style epoch and its work-item source class."""
+        fetch: Any
         if self.async_loop is not None:
             from dataloader._engine.async_build import AsyncFetcher, AsyncItems
 
@@ -121,13 +122,13 @@ class EpochPlan:
             source = StreamItems(self.dataset, batcher, setup, self.num_workers)
         else:
             assert self.indices is not None
-            fetch, items = self._map_builder(pool, epoch_key)
+            fetch, source_cls = self._map_builder(pool, epoch_key)
             indices: Iterator[Any] = iter(())
             try:
                 indices = self.indices()
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
-            source = items(indices, fetch, setup, self.num_workers)
+            source = source_cls(indices, fetch, setup, self.num_workers)
         if self.num_workers == 0:
             items = None
             if start_error is None:

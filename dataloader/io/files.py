@@ -124,7 +124,7 @@ def _read_all(fd: int, path: str, size: int, limit: int | None) -> bytes:
     """Read to the end, the whole file in one call when it did not change; a file that
     grew past ``limit`` meanwhile fails (never more than ``limit + 1`` bytes are read)."""
     cap = None if limit is None else limit + 1
-    chunks = []
+    chunks: list[bytes] = []
     got = 0
     n = size + 1
     while True:

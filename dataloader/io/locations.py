@@ -37,6 +37,10 @@ class Locations:
 
     __slots__ = ("source", "length", "target", "_check")
 
+    source: Any
+    length: int
+    target: str | None
+
     def __init__(self, source: Any, length: int | None = None) -> None:
         if isinstance(source, Locations):
             source, length = source.source, source.length if length is None else length
@@ -64,7 +68,7 @@ class Locations:
             raise ValueError(f"{length=} must be >= 0")
         self.source = source
         self.length = length
-        self.target: str | None = None
+        self.target = None
         self._check: Callable[[str], str] | None = None
 
     def bind(self, target: str, check: Callable[[str], str]) -> Locations:

@@ -95,9 +95,10 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
 
             assert self.retry is not None and url is not None
             options = dict(store_options)
-            client = {"timeout": timedelta(seconds=self.retry.attempt_timeout_s or 300.0)}
+            client: dict[str, Any] = {"timeout": timedelta(seconds=self.retry.attempt_timeout_s or 300.0)}
             client.update(options.pop("client_options", None) or {})
-            store = obstore.store.from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
+            from_url: Any = obstore.store.from_url  # its overloads want literal config keys
+            store = from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
         self.store = store
 
     def _check_key(self, location: str) -> str:
