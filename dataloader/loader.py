@@ -162,7 +162,7 @@ class DataLoader(Generic[T_co]):
         self._iterable = _is_iterable_dataset(dataset)
         self._async_loop: Any = None
         if check_dataset_kind(dataset):  # an AsyncDataset: coroutines on a loop of its own
-            from dataloader._engine.async_loop import AsyncLoop
+            from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
 
             self._async_loop = AsyncLoop(dataset)
             weakref.finalize(self, self._async_loop.stop_soon).atexit = False

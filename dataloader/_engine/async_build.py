@@ -51,8 +51,13 @@ class _BatchRun:
     """One batch's coroutines.  Built on a worker; every method after that runs on the
     loop thread only, so its state needs no lock."""
 
-    def __init__(self, dataset: Any, indices: Sequence[Any], k: int, getitems: bool, out: queue.SimpleQueue) -> None:
+    def __init__(
+        self, dataset: Any, indices: Sequence[Any], k: int, getitems: bool, out: queue.SimpleQueue, per_item: bool
+    ) -> None:
         self.dataset, self.indices, self.k, self.getitems, self.out = dataset, indices, k, getitems, out
+        # per_item: each result goes to the builder as it completes (there is a transform to
+        # run); otherwise they are kept and sent once, with the end (one wake-up per batch).
+        self.kept: list[tuple[int, bool, Any]] | None = None if per_item else []
         self.tasks: dict[int, Any] = {}
         self.next_pos = 0
         self.stop_at: int | None = None
@@ -83,7 +88,7 @@ class _BatchRun:
         except BaseException as exc:  # __getitem__ raised, or returned no awaitable
             if inspect.iscoroutine(coro):
                 coro.close()
-            self.out.put((pos, False, exc))
+            self._emit(pos, False, exc)
             self.fail(pos)
             return
         self.tasks[pos] = task
@@ -94,12 +99,12 @@ class _BatchRun:
         if not task.cancelled():
             exc = task.exception()
             if exc is not None:
-                self.out.put((pos, False, exc))
+                self._emit(pos, False, exc)
                 self.fail(pos)
             elif self.getitems:
                 self._put_batch(task.result())
             else:
-                self.out.put((pos, True, task.result()))
+                self._emit(pos, True, task.result())
         self._fill()
         self._maybe_done()
 
@@ -107,10 +112,10 @@ class _BatchRun:
         try:
             items = check_item_count(items, len(self.indices))
         except ValueError as exc:
-            self.out.put((0, False, exc))
+            self._emit(0, False, exc)
             return
         for pos, item in enumerate(items):
-            self.out.put((pos, True, item))
+            self._emit(pos, True, item)
 
     def fail(self, pos: int) -> None:
         """Start nothing after ``pos``; cancel what is in flight after it."""
@@ -132,7 +137,15 @@ class _BatchRun:
             return
         if self.cancelled or self.stop_at is not None or self.next_pos >= len(self.indices):
             self.finished = True
+            if self.kept:
+                self.out.put(self.kept)
             self.out.put(_DONE)
+
+    def _emit(self, pos: int, ok: bool, value: Any) -> None:
+        if self.kept is None:
+            self.out.put((pos, ok, value))
+        else:
+            self.kept.append((pos, ok, value))
 
 
 class AsyncFetcher(Builder):
@@ -149,14 +162,8 @@ class AsyncFetcher(Builder):
     __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_window")
 
     def __init__(
-        self,
-        dataset: Any,
-        auto_collation: bool,
-        collate_fn: Callable[[Any], Any],
-        transform: Callable[[Any], Any] | None,
-        item_concurrency: int,
-        epoch_key: tuple[int, int],
-        loop: AsyncLoop,
+        self, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None, item_concurrency: int, epoch_key: tuple[int, int], loop: AsyncLoop,
     ) -> None:
         super().__init__(collate_fn, transform, epoch_key)
         self._dataset = dataset
@@ -182,23 +189,23 @@ class AsyncFetcher(Builder):
             The first error by position; ``EpochCancelled`` once the epoch is closed.
         """
         out: queue.SimpleQueue = queue.SimpleQueue()
-        run = _BatchRun(self._dataset, indices, self._k, getitems, out)
+        run = _BatchRun(self._dataset, indices, self._k, getitems, out, per_item=self._transform is not None)
         self._loop.call(run.start)
         items: list[Any] = [None] * len(indices)
         error: tuple[int, BaseException] | None = None
         try:
             while (msg := self._next_result(out)) is not _DONE:
-                pos, ok, value = msg
-                if error is not None and pos > error[0]:
-                    continue
-                if not ok:
-                    error = (pos, value)
-                    continue
-                try:
-                    items[pos] = self._transform_one(indices[pos], value)
-                except BaseException as exc:
-                    error = (pos, exc)
-                    self._loop.call(run.fail, pos)
+                for pos, ok, value in msg if isinstance(msg, list) else (msg,):
+                    if error is not None and pos > error[0]:
+                        continue
+                    if not ok:
+                        error = (pos, value)
+                        continue
+                    try:
+                        items[pos] = self._transform_one(indices[pos], value)
+                    except BaseException as exc:
+                        error = (pos, exc)
+                        self._loop.call(run.fail, pos)
         except BaseException:
             self._abandon(run, out)
             raise

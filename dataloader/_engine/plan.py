@@ -80,7 +80,7 @@ class EpochPlan:
         """The builder of a map-style epoch and its work-item source class."""
         fetch: Any
         if self.async_loop is not None:
-            from dataloader._engine.async_build import AsyncFetcher, AsyncItems
+            from dataloader._engine.async_build import AsyncFetcher, AsyncItems  # lazy: asyncio only for async datasets
 
             self.async_loop.start()
             fetch = AsyncFetcher(

@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 from typing import Any, Generic, TypeVar
 
+from dataloader.dataset import Dataset
+
 __all__ = ["AsyncDataset", "check_dataset_kind"]
 
 T_co = TypeVar("T_co", covariant=True)
@@ -54,8 +56,6 @@ def check_dataset_kind(dataset: Any) -> bool:
             ``AsyncDataset``, a class with both bases, or an ``AsyncDataset``
             without ``__len__``.
     """
-    from dataloader.dataset import Dataset
-
     cls = type(dataset)
     methods = [(name, getattr(cls, name)) for name in ("__getitem__", "__getitems__") if hasattr(cls, name)]
     if not isinstance(dataset, AsyncDataset):

@@ -139,7 +139,7 @@ class HttpDataset(AsyncDataset[bytes]):
         with self._lock:
             session = self._sessions.get(loop)
             if session is None or session.closed:
-                import aiohttp
+                import aiohttp  # lazy: an optional dependency, on first use
 
                 connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
                 session = aiohttp.ClientSession(
@@ -149,7 +149,7 @@ class HttpDataset(AsyncDataset[bytes]):
             return session
 
     async def _attempt(self, url: str) -> bytes:
-        import aiohttp
+        import aiohttp  # lazy: an optional dependency, on first use
 
         try:
             async with self._session().get(url) as resp:

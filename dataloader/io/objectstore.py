@@ -91,7 +91,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
         self.url = url
         self.locations = locs.bind("key", self._check_key)
         if store is None:
-            import obstore.store
+            import obstore.store  # lazy: an optional dependency, on first use
 
             assert self.retry is not None and url is not None
             options = dict(store_options)
@@ -114,7 +114,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
         return len(self.locations)
 
     async def __getitem__(self, index: int) -> Any:
-        import obstore
+        import obstore  # lazy: an optional dependency, on first use
 
         key = self.locations[index]
         where = f"{self._prefix or (self.url.rstrip('/') + '/' if self.url else '')}{key}"
@@ -145,7 +145,7 @@ def _first_location(locs: Locations) -> str:
 
 
 def _store_error(where: str, exc: BaseException) -> OSError:
-    from obstore import exceptions as ox
+    from obstore import exceptions as ox  # lazy: an optional dependency
 
     text = f"{where}: {type(exc).__name__}: {exc}".split("\n")[0]
     if isinstance(exc, ox.NotFoundError) or isinstance(exc, FileNotFoundError):
