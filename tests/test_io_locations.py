@@ -200,3 +200,12 @@ def test_store_config_maps_attempts_and_backoff():
     assert cfg["backoff"]["init_backoff"].total_seconds() == pytest.approx(0.2)
     assert cfg["backoff"]["max_backoff"].total_seconds() == pytest.approx(3.0)
     assert cfg["backoff"]["base"] == 3.0
+
+
+def test_importing_dataloader_imports_neither_http_nor_object_store_client():
+    import subprocess
+    import sys
+
+    code = "import sys, dataloader, dataloader.io; print(sorted({'aiohttp', 'obstore'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
