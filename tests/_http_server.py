@@ -27,6 +27,11 @@ from urllib.parse import parse_qs, urlsplit
 MAX_WAIT_S = 20.0
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 2048  # listen() backlog: a thousand connections arrive at once
+
+
 class FaultServer:
     """Start with ``FaultServer()``; stop with ``close()``.  ``url(path)`` is a full URL."""
 
@@ -53,9 +58,7 @@ class FaultServer:
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 server.handle(self)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 1024
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
@@ -154,10 +157,11 @@ class FaultServer:
             self.hanging += 1
         sock = h.connection
         deadline = time.monotonic() + MAX_WAIT_S
+        poller = select.poll()  # not select(): a thousand connections pass fd 1024
+        poller.register(sock, select.POLLIN | select.POLLHUP)
         try:
             while time.monotonic() < deadline:
-                readable, _, _ = select.select([sock], [], [], 0.02)
-                if readable and not sock.recv(1, socket.MSG_PEEK):
+                if poller.poll(20) and not sock.recv(1, socket.MSG_PEEK):
                     break  # the client closed the connection
         except OSError:
             pass

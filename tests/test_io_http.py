@@ -189,3 +189,28 @@ def test_bad_arguments_and_locations():
         HttpDataset(["http://h/x"], max_connections=-1)
     with pytest.raises(ValueError, match="may only follow"):
         HttpDataset(Locations(Template("http://{h}/x", h="evil"), length=1))
+
+
+@pytest.mark.timeout(90)
+def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_second(server):
+    n_ok, n = 1000, 3000
+    urls = [server.url(f"/ok/t{i}?size=4") if i < n_ok else server.url(f"/hang/{i}") for i in range(n)]
+    ds = HttpDataset(urls, retry=FAST, max_connections=0)
+    loader = DataLoader(ds, batch_size=500, num_workers=2, item_concurrency=500, collate_fn=len)
+    for i, _ in enumerate(loader):
+        if i == 1:
+            deadline = time.monotonic() + 30
+            while server.hanging < 1000 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            in_flight = server.hanging
+            break
+    broke = time.monotonic()  # the dropped iterator cancels its epoch: break ends it
+    assert in_flight == 1000  # two batches of 500 requests in flight
+    deadline = broke + 10
+    while server.hanging and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.hanging == 0 and max(server.closed_at) - broke < 1.0
+    seen = len(server.requests)
+    time.sleep(0.5)
+    assert len(server.requests) == seen == n_ok + 1000
+    loader.close()
