@@ -14,7 +14,6 @@ pytest.importorskip("aiohttp")
 from _http_server import FaultServer  # noqa: E402
 from conftest import collect  # noqa: E402
 from dataloader import DataLoader  # noqa: E402
-from dataloader._engine.async_loop import ASYNC_THREAD_NAME  # noqa: E402
 from dataloader.io import HttpDataset, Locations, Retry, Template  # noqa: E402
 
 FAST = Retry(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02, attempt_timeout_s=5.0)
@@ -155,7 +154,6 @@ def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server)
     n = 1000
     urls = [server.url(f"/ok/c{i}?size=8") if i < 8 else server.url(f"/hang/{i}") for i in range(n)]
     ds = HttpDataset(urls, retry=FAST)
-    before = threading.active_count()
     loader = DataLoader(ds, batch_size=4, num_workers=2, item_concurrency=50, collate_fn=list)
     for i, _ in enumerate(loader):
         if i == 1:
@@ -174,8 +172,7 @@ def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server)
     assert len(server.requests) == seen  # and nothing new is asked for
     assert seen < 8 + 2 * 50 + 8  # at most the two batches and the coroutines in flight
     loader.close()
-    assert not [t for t in threading.enumerate() if t.name == ASYNC_THREAD_NAME]
-    assert threading.active_count() <= before
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("dataloader")]  # the server's may linger
 
 
 def test_bad_arguments_and_locations():
@@ -214,3 +211,4 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
     time.sleep(0.5)
     assert len(server.requests) == seen == n_ok + 1000
     loader.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("dataloader")]
