@@ -136,6 +136,7 @@ class Fetcher(Builder):
     def _build(self, indices: Any) -> Any:
         if not self._auto:
             return self._collate(self.fetch_item(indices))
+        items: Sequence[Any]
         if self._k > 1 and self._lanes is not None:
             items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
         elif self._getitems is not None:

@@ -127,8 +127,9 @@ class StreamItems:
                 del self._live[i]
             return False
         self._taken += 1
-        if not isinstance(result, Failure):
-            warn_past_length(self._dataset, self._dataset_len, self._taken, self.owners)
+        length = self._dataset_len
+        if length is not None and self._taken > length and not isinstance(result, Failure):
+            warn_past_length(self._dataset, length, self._taken, self.owners)
         return True
 
     def describe(self, k: int, owner: int | None) -> str:
@@ -170,6 +171,9 @@ class StreamItems:
             Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
         """
         stream, batcher = Stream(iter(self._dataset)), self._batcher
+        length = self._dataset_len
+        if length is None:
+            return itertools.repeat(stream).__next__, batcher.build
         yielded = 0
 
         def build(stream: Stream) -> Any:
@@ -177,7 +181,8 @@ class StreamItems:
             out = batcher.build(stream)
             if out is not END and not isinstance(out, Failure):
                 yielded += 1
-                warn_past_length(self._dataset, self._dataset_len, yielded, 0)
+                if yielded > length:
+                    warn_past_length(self._dataset, length, yielded, 0)
             return out
 
         return itertools.repeat(stream).__next__, build
