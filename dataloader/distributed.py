@@ -6,8 +6,10 @@ The epoch's order is a list of ``len(dataset)`` indices (``0..n-1``, or a permut
 ``total_size``.  Rank ``r`` takes positions ``r, r + num_replicas, r + 2 * num_replicas, ...``.
 Hence position ``p`` holds ``order[p % n]`` and no padded list is ever built.
 
-The shuffle permutation comes from ``numpy.random.Generator(PCG64(SeedSequence([seed, epoch])))``
-instead of ``torch.randperm`` seeded with ``seed + epoch``: exact draws differ from torch's, the
+The shuffle permutation is a keyed Feistel permutation whose round keys are drawn from
+``numpy.random.Generator(PCG64(SeedSequence([seed, epoch])))`` (constant memory; see
+``dataloader._sampling.permute``) instead of ``torch.randperm`` seeded with ``seed + epoch``:
+exact draws differ from torch's, the
 properties (a pure function of ``(seed, epoch)``, identical on every rank, disjoint rank slices
 covering the dataset) do not.  As in PyTorch the epoch changes only through :meth:`set_epoch`.
 """

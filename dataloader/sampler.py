@@ -6,8 +6,9 @@ from PyTorch, all about randomness: ``generator`` is ``None``, an ``int`` seed o
 seeded samplers count epochs themselves (``set_epoch``); exact random draws differ from torch's,
 their distributions do not.
 
-Laziness: no sampler builds the epoch's list of indices or batches.  ``SequentialSampler`` keeps
-constant memory for any length; ``RandomSampler`` holds one permutation (8 bytes a row) at a time.
+Laziness: no sampler builds the epoch's list of indices or batches.  ``SequentialSampler`` and
+``RandomSampler`` keep constant memory for any length: the shuffle is a keyed Feistel permutation
+(``dataloader._sampling.permute``) evaluated one chunk of indices at a time.
 
 Loader fast path (internal): :meth:`BatchSampler._index_arrays` yields the same batches as
 ``iter(batch_sampler)`` but as 1-D int64 NumPy arrays.  Over our ``SequentialSampler``,

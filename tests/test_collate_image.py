@@ -231,6 +231,38 @@ def test_native_rejects_wrong_out_shape():
         )
 
 
+#: uint8 NCHW splits a contiguous image in one pass and any other row by row: widths around
+#: the vector lengths (16, 32 pixels), a single pixel, and views that take each path.
+NCHW_VIEWS = {
+    "contiguous": lambda x: x,
+    "flip": lambda x: x[:, ::-1],
+    "crop": lambda x: x[1:, 1:],
+    "step": lambda x: x[::2, ::3],
+    "reversed_channels": lambda x: x[:, :, ::-1],
+}
+
+
+@pytest.mark.parametrize("view", NCHW_VIEWS, ids=list(NCHW_VIEWS))
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize("hw", [(1, 1), (1, 33), (5, 1), (3, 15), (7, 31), (9, 65), (17, 100)])
+def test_uint8_nchw_matches_transpose_at_odd_sizes(hw, channels, view):
+    rng = np.random.default_rng(hw[0] * 1000 + hw[1] * 10 + channels)
+    base = [rng.integers(0, 256, (hw[0] + 1, hw[1] + 1, channels), dtype=np.uint8)]
+    items = [NCHW_VIEWS[view](x[: hw[0], : hw[1]] if view != "crop" else x) for x in base * 3]
+    expected = np.stack([np.ascontiguousarray(x.transpose(2, 0, 1)) for x in items])
+    check(ImageCollator("NCHW")(items), expected, np.uint8)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("view", ["contiguous", "flip", "step"])
+def test_uint8_grayscale_hw_images_match_stack(layout, view):
+    rng = np.random.default_rng(7)
+    items = [NCHW_VIEWS[view](rng.integers(0, 256, (13, 37), dtype=np.uint8)) for _ in range(3)]
+    stacked = np.stack(items)
+    expected = stacked[:, None] if layout == "NCHW" else stacked[..., None]
+    check(ImageCollator(layout)(items), expected, np.uint8)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     h=st.integers(1, 9),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
@@ -10,10 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader.distributed import DistributedSampler
 from dataloader.sampler import BatchSampler
 
 FAST = settings(max_examples=80, deadline=None)
+
+
+def documented_order(n, seed, epoch):
+    """The documented shuffle: a Permutation keyed by SeedSequence([seed, epoch])'s draws."""
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
+    keys = rng.integers(0, 2**64, size=KEY_WORDS, dtype=np.uint64).tolist()
+    return Permutation(n, keys).fill(0, np.empty(n, dtype=np.int64))
 
 
 def torch_layout(n, replicas, rank, drop_last, order=None):
@@ -80,8 +89,7 @@ def test_lengths_and_layout_match_torch_formulas(n, replicas, drop_last):
     epoch=st.integers(0, 50),
 )
 def test_shuffled_layout_is_torchs_over_our_permutation(n, replicas, drop_last, seed, epoch):
-    perm = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, epoch])))
-    order = perm.permutation(n).tolist()
+    order = documented_order(n, seed, epoch).tolist()
     shares = []
     for rank in range(replicas):
         s = DistributedSampler(range(n), replicas, rank, seed=seed, drop_last=drop_last)
@@ -176,3 +184,19 @@ def test_dataset_size_change_is_value_error():
     data.pop()
     with pytest.raises(ValueError, match="changed from 10 to 9"):
         iter(s)
+
+
+def test_shuffle_of_a_huge_dataset_starts_at_once_with_disjoint_ranks():
+    n, replicas = 10**12, 4
+    firsts = []
+    for rank in range(replicas):
+        s = DistributedSampler(range(n), replicas, rank, seed=3)
+        s.set_epoch(2)
+        firsts.append(list(itertools.islice(iter(s), 2000)))
+    ids = [i for first in firsts for i in first]
+    assert len(set(ids)) == len(ids) == 2000 * replicas
+    assert all(0 <= i < n for i in ids)
+    order = DistributedSampler(range(n), 1, 0, seed=3)
+    order.set_epoch(2)
+    head = list(itertools.islice(iter(order), 8))
+    assert [firsts[p % replicas][p // replicas] for p in range(8)] == head

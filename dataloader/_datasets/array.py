@@ -11,6 +11,7 @@ import numpy as np
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._indices import as_index_array
+from dataloader._native._rowcopy import can_take, take_rows
 
 __all__ = ["ArrayDataset"]
 
@@ -26,9 +27,8 @@ class ArrayDataset(Dataset[tuple]):
     Raises:
         ValueError: no arrays, a 0-d array, or first dimensions that differ (all named).
 
-    ``__getitems__(indices)`` (list of ints or 1-D int64 array) does one fancy-index per array and
-    returns ``BatchedItems(tuple(a[indices] for a in arrays))``; negative indices count from the
-    end; out-of-range ones raise ``IndexError``.  Thread-safe (read-only).
+    ``__getitems__(indices, out=None)`` returns ``BatchedItems(tuple(a[indices] for a in arrays))``
+    (see there).  Thread-safe: the dataset is only read (concurrent calls need distinct ``out``).
     """
 
     accepts_index_arrays = True
@@ -53,9 +53,64 @@ class ArrayDataset(Dataset[tuple]):
     def __getitem__(self, index: Any) -> tuple[Any, ...]:
         return tuple(a[index] for a in self.arrays)
 
-    def __getitems__(self, indices: Sequence[int] | np.ndarray) -> BatchedItems:
+    def __getitems__(
+        self, indices: Sequence[int] | np.ndarray, out: Sequence[np.ndarray | None] | None = None
+    ) -> BatchedItems:
+        """Rows ``indices`` of every array, stacked: ``BatchedItems((a[indices] for a in arrays))``.
+
+        A C-contiguous NumPy array without Python objects (also a ``numpy.memmap``) is gathered
+        by the native row kernel of ``.ndf`` files (one ``memcpy`` a row, prefetching rows ahead,
+        the GIL released); any other array by NumPy's fancy indexing.  Same values either way.
+
+        Args:
+            indices: ``B`` row numbers, a list of ints or a 1-D integer array; negative ones
+                count from the end, as in NumPy.
+            out: ``None`` (new arrays), or a tuple or list with one entry per array: ``None``
+                (a new array for that one) or an array to fill, of shape
+                ``(B,) + arrays[k].shape[1:]``, dtype ``arrays[k].dtype``, C-contiguous,
+                writeable and not overlapping ``arrays[k]``.  The batch's columns are then
+                these very arrays.
+
+        Raises:
+            IndexError: an index outside ``[-N, N)`` (named; nothing is written to ``out``
+                for a natively gathered array).
+            TypeError: ``indices`` are not integers or not 1-D; ``out`` is not a tuple or list.
+            ValueError: ``out`` has the wrong number of entries, or entry ``k`` the wrong shape,
+                dtype or layout, or overlaps its array (named).
+        """
         idx = as_index_array(indices)
-        return BatchedItems(tuple(np.asarray(a[idx]) for a in self.arrays))
+        if out is None:
+            return BatchedItems(tuple(_take(a, idx, None) for a in self.arrays))
+        if not isinstance(out, (tuple, list)):
+            raise TypeError(f"out must be a tuple or list of arrays, got {type(out).__name__}")
+        if len(out) != len(self.arrays):
+            raise ValueError(f"out has {len(out)} entries; expected one per array "
+                             f"({len(self.arrays)})")
+        columns = []
+        for k, (a, o) in enumerate(zip(self.arrays, out, strict=True)):
+            try:
+                columns.append(_take(a, idx, o))
+            except ValueError as exc:
+                raise ValueError(f"out[{k}]: {exc}") from None
+        return BatchedItems(tuple(columns))
 
     def __len__(self) -> int:
         return self.arrays[0].shape[0]
+
+
+def _take(array: Any, idx: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``array[idx]`` into ``out`` (or a new array): natively where the array allows it."""
+    if can_take(array):
+        return take_rows(array, idx, out)
+    rows = np.asarray(array[idx])
+    if out is None:
+        return rows
+    if not isinstance(out, np.ndarray):
+        raise ValueError(f"out must be a NumPy array, got {type(out).__name__}")
+    if out.shape != rows.shape or out.dtype != rows.dtype:
+        raise ValueError(f"out has shape {out.shape} and dtype {out.dtype}; "
+                         f"expected {rows.shape} and {rows.dtype}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be C-contiguous and writeable")
+    out[...] = rows
+    return out

@@ -1,5 +1,6 @@
 # Row-copy kernels for `.ndf` files (see dataloader/ndf.py for the layout), used by
-# dataloader/_native/_gather.pyx (the Reader).
+# dataloader/_native/_gather.pyx (the Reader); gather_mapped also serves NumPy
+# arrays (_rowcopy.take_rows, behind ArrayDataset).
 #
 # All kernels work on raw pointers, never touch Python objects and never
 # block on the GIL.  Sizes are in bytes; row indices are int64.  The
@@ -21,9 +22,12 @@ cdef Py_ssize_t first_bad_index(
     const int64_t* indices, Py_ssize_t count, int64_t n
 ) noexcept nogil
 
-# Copy rows `indices` of a mapped row table (`data` = row 0, n rows) into
-# `out_x` (count * x_bytes) and `out_y` (count * y_bytes).  Runs of
-# consecutive indices are copied with one memcpy when y_bytes == 0.
+# Copy rows `indices` of a row table in memory (`data` = row 0, n rows of
+# row_bytes: a mapped `.ndf` file, a NumPy array) into `out_x` (count * x_bytes:
+# the first x_bytes of each row) and `out_y` (count * y_bytes: the y_bytes after
+# them).  With y_bytes == 0, x_bytes must equal row_bytes, and runs of
+# consecutive indices are copied with one memcpy.  Rows 16 positions ahead are
+# prefetched.
 # Returns 0 or GATHER_BAD_INDEX (position in *bad; rows before it copied).
 cdef int gather_mapped(
     const char* data, int64_t n, Py_ssize_t row_bytes,

@@ -8,8 +8,10 @@ from collections.abc import Iterator, Sized
 import numpy as np
 
 from dataloader._constants import INDEX_CHUNK_ROWS
-from dataloader._rng import check_seed, rng_for
-from dataloader._sampling.base import ChunkedSampler, readonly
+from dataloader._native._permute import Permutation
+from dataloader._rng import check_seed
+from dataloader._sampling.base import ChunkedSampler
+from dataloader._sampling.permute import seeded_permutation
 from dataloader._validate import check_int, env_int
 
 __all__ = ["DistributedSampler"]
@@ -37,7 +39,9 @@ class DistributedSampler(ChunkedSampler, native=True):
         TypeError: non-int ``num_replicas``, ``rank`` or ``seed``.
 
     Call :meth:`set_epoch` before each epoch, or every epoch repeats the same order.
-    Memory: one int64 permutation of the dataset while iterating with ``shuffle``.
+    Memory: constant in ``len(dataset)``: the shuffle is a keyed Feistel permutation of
+    ``[0, len(dataset))`` keyed by ``(seed, epoch)`` (:mod:`dataloader._sampling.permute`),
+    evaluated for this rank's positions one chunk at a time.
     """
 
     def __init__(
@@ -87,17 +91,17 @@ class DistributedSampler(ChunkedSampler, native=True):
             )
         order = None
         if self.shuffle and n:
-            order = readonly(rng_for(self.seed, self.epoch).permutation(n))
+            order = seeded_permutation(n, self.seed, self.epoch)
         return self._chunks(n, order)
 
-    def _chunks(self, n: int, order: np.ndarray | None) -> Iterator[np.ndarray]:
+    def _chunks(self, n: int, order: Permutation | None) -> Iterator[np.ndarray]:
         step = self.num_replicas
         for start in range(0, self.num_samples, INDEX_CHUNK_ROWS):
             stop = min(start + INDEX_CHUNK_ROWS, self.num_samples)
             positions = np.arange(start, stop, dtype=np.int64) * step + self.rank
             if self.total_size > n:
                 positions %= n
-            yield positions if order is None else order[positions]
+            yield positions if order is None else order.take(positions, positions)
 
     def __len__(self) -> int:
         return self.num_samples

@@ -21,6 +21,7 @@ from dataloader._sampling.base import (
     positive_int_arg,
     readonly,
 )
+from dataloader._sampling.permute import permutation_chunks, permutation_from
 
 __all__ = [
     "RandomSampler",
@@ -67,13 +68,17 @@ class RandomSampler(SeededMixin, ChunkedSampler, native=True):
             ``SeedSequence([seed, e])``; ``e`` counts up per ``__iter__``, see ``set_epoch``), or
             a ``numpy.random.Generator`` (drawn from; its state advances).
 
+    Without replacement a pass is a keyed Feistel permutation
+    (:mod:`dataloader._sampling.permute`) whose 8 round keys are the epoch generator's next
+    draws; its indices are computed chunk by chunk as the loader asks for them.
+
     Raises:
         TypeError: ``replacement`` is not a bool, or ``generator`` has a bad type.
         ValueError: ``num_samples`` (or the dataset length when it is None) is not a positive
             int; in particular an empty dataset, as in PyTorch.
 
-    Memory: one int64 permutation of ``len(data_source)`` (8 bytes a row) while iterating
-    without replacement; constant with replacement.
+    Memory: constant in ``len(data_source)`` (one chunk of ``INDEX_CHUNK_ROWS`` int64 indices
+    at a time), with or without replacement; 10**12 rows start at once.
     """
 
     def __init__(
@@ -111,9 +116,9 @@ class RandomSampler(SeededMixin, ChunkedSampler, native=True):
             return
         passes, rest = divmod(k, n)
         for _ in range(passes):
-            yield readonly(rng.permutation(n))
+            yield from permutation_chunks(permutation_from(n, rng))
         if rest:
-            yield readonly(rng.permutation(n)[:rest])
+            yield from permutation_chunks(permutation_from(n, rng), 0, rest)
 
     def __len__(self) -> int:
         return self.num_samples
@@ -125,6 +130,9 @@ class SubsetRandomSampler(SeededMixin, Sampler[int]):
     Args:
         indices: a sequence of indices; ``indices[i]`` is yielded as it is (any type).
         generator: as for :class:`RandomSampler`.
+
+    The positions ``0 .. len(indices) - 1`` are permuted as in :class:`RandomSampler` (a keyed
+    Feistel permutation, computed chunk by chunk); memory is constant beyond ``indices``.
     """
 
     def __init__(
@@ -134,9 +142,12 @@ class SubsetRandomSampler(SeededMixin, Sampler[int]):
         self._rng = EpochRng(generator)
 
     def __iter__(self) -> Iterator[int]:
-        perm = self._rng.next_rng().permutation(len(self.indices))
+        rng = self._rng.next_rng()
         indices = self.indices
-        return (indices[i] for i in perm.tolist())
+        n = len(indices)
+        if n == 0:
+            return iter(())
+        return _subset(indices, permutation_chunks(permutation_from(n, rng)))
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -205,6 +216,12 @@ class WeightedRandomSampler(SeededMixin, ChunkedSampler, native=True):
 
     def __len__(self) -> int:
         return self.num_samples
+
+
+def _subset(indices: Sequence[int], chunks: Iterator[np.ndarray]) -> Iterator[int]:
+    for chunk in chunks:
+        for i in chunk.tolist():
+            yield indices[i]
 
 
 def _check_weights(weights: object) -> np.ndarray:

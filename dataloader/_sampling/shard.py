@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from dataloader._rng import EpochRng, rng_for
-from dataloader._sampling.base import ChunkedSampler, arange_chunks, readonly
+from dataloader._rng import EpochRng
+from dataloader._sampling.base import ChunkedSampler, arange_chunks
+from dataloader._sampling.permute import permutation_chunks, seeded_permutation
 from dataloader._validate import check_int, env_int
 
 __all__ = ["ShardSampler"]
@@ -24,10 +25,15 @@ class ShardSampler(ChunkedSampler, native=True):
         shard_id: this shard s, 0 <= s < N.  None: the ``RANK`` environment
             variable, or 0 when unset.
         shuffle: False yields the shard's range in order.
-        seed: int >= 0.  Epoch e's order is the permutation drawn by
-            ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``, so
-            every rank using the same seed agrees, and the same (seed, epoch)
-            always gives the same order regardless of history.
+        seed: int >= 0.  Epoch e's order is the shard's range permuted by
+            the keyed Feistel permutation whose round keys are drawn from
+            ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``
+            (``dataloader._sampling.permute``), so every rank using the same
+            seed agrees, and the same (seed, epoch) always gives the same order
+            regardless of history.
+
+    Memory is constant in the shard's length: indices are computed one chunk
+    of ``INDEX_CHUNK_ROWS`` at a time as the iterator advances.
 
     Epochs follow RandomSampler: each ``__iter__`` uses the current epoch
     (0 at first, or the value given to ``set_epoch``) and then advances it by
@@ -88,18 +94,26 @@ class ShardSampler(ChunkedSampler, native=True):
         return self.stop - self.start
 
     def indices(self, epoch: int) -> np.ndarray:
-        """This shard's indices for ``epoch`` as an int64 array (pure function)."""
+        """This shard's indices for ``epoch`` as one int64 array (pure function; 8 bytes a row).
+
+        Iterating the sampler yields the same indices without building this array.
+        """
         if not self.shuffle:
             return np.arange(self.start, self.stop, dtype=np.int64)
-        perm = rng_for(self.seed, epoch).permutation(self.stop - self.start)
-        perm += self.start
-        return perm
+        chunks = list(self._chunks(epoch))
+        return np.concatenate(chunks) if chunks else np.empty(0, dtype=np.int64)
+
+    def _chunks(self, epoch: int) -> Iterator[np.ndarray]:
+        n = self.stop - self.start
+        if n == 0:
+            return iter(())
+        return permutation_chunks(seeded_permutation(n, self.seed, epoch), offset=self.start)
 
     def _index_chunks(self) -> Iterator[np.ndarray]:
         epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
         if not self.shuffle:
             return arange_chunks(self.stop, self.start)
-        return iter((readonly(self.indices(epoch)),))
+        return self._chunks(epoch)
 
     def __repr__(self) -> str:
         return (
