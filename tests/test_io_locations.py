@@ -209,3 +209,17 @@ def test_importing_dataloader_imports_neither_http_nor_object_store_client():
     code = "import sys, dataloader, dataloader.io; print(sorted({'aiohttp', 'obstore'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("client", ["aiohttp", "obstore"])
+def test_the_remote_clients_keep_the_gil_disabled_on_free_threaded_builds(client):
+    import subprocess
+    import sys
+    import sysconfig
+
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("a build with the GIL")
+    pytest.importorskip(client)
+    code = f"import sys, {client}, {client}.{'web' if client == 'aiohttp' else 'store'}; print(sys._is_gil_enabled())"
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
