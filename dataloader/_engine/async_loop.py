@@ -5,7 +5,8 @@ daemonic.  ``close()`` awaits the dataset's ``aclose()`` on the loop (at most
 ``SHUTDOWN_JOIN_TIMEOUT_S``; errors and time-outs are logged), stops the loop,
 which then cancels the tasks still pending and awaits them (again bounded), and
 joins the thread.  A later epoch starts a new loop.  Garbage collection of the
-loader only asks the loop to stop (``stop_soon``), without waiting.
+loader has the loop await ``aclose()`` and stop by itself (``stop_soon``), without
+waiting for it.
 """
 
 from __future__ import annotations
@@ -81,14 +82,25 @@ class AsyncLoop:
         loop.call_soon_threadsafe(fn, *args)
 
     def stop_soon(self) -> None:
-        """Ask the loop to stop, without waiting (garbage collection of the loader)."""
+        """Have the loop await ``aclose()`` (bounded) and stop, without waiting for it
+        (garbage collection of the loader)."""
         with self._lock:
             loop, self._loop, self._thread = self._loop, None, None
-        if loop is not None and self._pid == os.getpid():
-            try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:  # closed already
-                pass
+        if loop is None or self._pid != os.getpid():
+            return
+        aclose = getattr(self._dataset, "aclose", None)
+
+        def begin() -> None:  # on the loop thread
+            if aclose is None:
+                loop.stop()
+                return
+            task = loop.create_task(_aclose(aclose, SHUTDOWN_JOIN_TIMEOUT_S))
+            task.add_done_callback(lambda _: loop.stop())
+
+        try:
+            loop.call_soon_threadsafe(begin)
+        except RuntimeError:  # closed already
+            pass
 
     def close(self, timeout_s: float = SHUTDOWN_JOIN_TIMEOUT_S) -> None:
         """Await ``dataset.aclose()`` (bounded), stop the loop and join its thread."""
