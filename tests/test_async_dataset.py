@@ -207,17 +207,18 @@ def test_batch_size_none_yields_single_items():
 
 
 @pytest.mark.timeout(30)
-def test_a_dropped_loader_stops_its_event_loop_thread():
+def test_a_dropped_loader_awaits_aclose_and_stops_its_event_loop_thread():
     import gc
 
-    loader = DataLoader(Sleepy(4), batch_size=2, num_workers=1)
+    ds = Sleepy(4)
+    loader = DataLoader(ds, batch_size=2, num_workers=1)
     assert len(list(loader)) == 2 and len(loop_threads()) == 1
     del loader
     gc.collect()
     deadline = time.monotonic() + 5
     while loop_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not loop_threads()
+    assert not loop_threads() and ds.aclosed == 1  # aclose() awaited by the loop itself
 
 
 def test_the_dataset_kind_is_checked_when_the_loader_is_built():
