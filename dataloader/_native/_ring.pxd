@@ -1,5 +1,43 @@
 # cython: freethreading_compatible=True
-# Claim window + reorder ring (see _ring.pyx for the protocol).
+# Claim window + reorder ring: declarations and the protocol.
+#
+# Claim window and reorder ring: the synchronisation of one epoch.
+#
+# Batches of an epoch are numbered ``k = 0, 1, 2, ...`` in epoch order.  Three
+# atomic counters describe the epoch (all monotonic)::
+#
+#     base <= claimed <= published <= base + size
+#
+# - ``published``: the consumer has stored the task of every batch ``k < published``
+#   in slot ``k % size`` (it draws indices from the sampler lazily, only as the
+#   window moves, and never publishes past ``base + size``);
+# - ``claimed``: workers claim the next published batch with a compare-and-swap,
+#   so each batch is claimed exactly once (an *untagged* window);
+#   in a window made with ``owners=n`` every batch is published for one worker
+#   ``w < n`` (its owner) and only ``w`` claims it: ``w`` keeps its own cursor and
+#   claims its batches in increasing order, without a compare-and-swap (one
+#   thread per owner), and ``publish`` wakes that owner's own condition variable;
+# - ``base``: the lowest batch the consumer has not taken yet.
+#
+# The reorder ring has ``size`` slots.  Slot ``k % size`` holds ``k`` once batch
+# ``k``'s result is stored (``FREE`` before, ``TAKEN`` after an out-of-order take).
+# Every batch in flight lies in ``[base, base + size)``, so two batches never
+# share a slot and the ring never grows: at most ``size`` batches are being built
+# or wait.
+#
+# Claims, completions and releases are lock-free atomics without the GIL.  A
+# mutex and two condition variables are used only to sleep: a worker when nothing
+# is claimable, the consumer when its batch is not ready.  Each side announces
+# that it sleeps with an atomic flag, so the other side pays for a notification
+# only when someone waits.  Waits run without the GIL in slices, so the consumer
+# can run Python's signal handlers (Ctrl-C) and honour a timeout.
+#
+# The Python objects (tasks and results) live in lists owned by the caller, indexed
+# by slot; the release/acquire order of these counters publishes them.
+#
+# Statuses cross the boundary as the module constants below (``TIMED_OUT``,
+# ``CANCELLED``, ``END``: all negative, so a batch number ``>= 0`` is never one);
+# the engine translates them in one place (``dataloader._engine.epoch``).
 
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport atomic
@@ -58,6 +96,42 @@ cdef extern from * nogil:
     void dl_conds_free(dl_cond* p)
     void dl_cond_wait_us(dl_cond& cv, dl_mutex& m, int64_t us)
     int64_t dl_now_us()
+
+
+# Window states.
+cdef enum:
+    OPEN = 0
+    FINISHED = 1
+    STATE_CANCELLED = 2
+
+# Statuses returned instead of a batch number (batch numbers are >= 0); exported by the
+# .pyx as END, TIMED_OUT and CANCELLED.
+cdef enum Status:
+    S_END = -1          # claim: the epoch is finished and every batch is claimed, or cancelled
+    S_TIMED_OUT = -2    # wait / wait_any: timeout_s passed
+    S_CANCELLED = -3    # wait / wait_any / publish: the epoch was cancelled
+
+cdef enum:
+    # The ring's slot count is bounded so that allocating it can never overflow (the loader
+    # bounds its window far lower, at MAX_WINDOW_BATCHES); workers a tagged window serves.
+    MAX_SLOTS = 1 << 30
+    MAX_OWNERS = 1 << 16
+    # The "batch number" that means any ready batch (in_order=False), and "any worker".
+    ANY = -1
+    ANY_OWNER = -1
+    # Per-slot sequence numbers before a result arrives and after an out-of-order take.
+    FREE = -1
+    TAKEN = -2
+    # The consumer (and wait_idle) wakes at least this often to run signal handlers; a
+    # sleeping worker re-checks at least this often (a safety net: publish, finish, cancel
+    # and a waiting consumer all wake workers explicitly).  Microseconds.
+    CONSUMER_SLICE_US = 50_000
+    WORKER_SLICE_US = 1_000_000
+
+
+cdef inline int64_t owner_tag(int64_t k, int w) noexcept nogil:
+    # What a tagged window stores per slot: the batch number and its owner (w < 2**16).
+    return (k << 16) | w
 
 
 cdef class Window:

@@ -22,14 +22,70 @@ class Window:
     def cancelled(self) -> bool: ...
     @property
     def active(self) -> int: ...
-    def publish(self, owner: int = -1) -> int: ...
+    def publish(self, owner: int = -1) -> int:
+        """Hand out the next batch; its task must already be in its slot.
+
+        Args:
+            owner: the worker that builds it: -1 (any worker) in an untagged window,
+                ``0 <= owner < owners`` in a tagged one.
+
+        Returns:
+            The batch number ``k`` just published (its slot is ``k % size``), or
+            ``CANCELLED`` when the epoch was cancelled (by ``cancel()`` from any thread).
+
+        Raises:
+            RuntimeError: the window is full (``published == base + size``) or the
+                epoch was finished.
+            ValueError: ``owner`` does not fit the window's kind.
+        """
     def finish(self) -> None: ...
     def cancel(self) -> None: ...
-    def wait(self, k: int, timeout_s: float = 0.0) -> int: ...
-    def wait_any(self, timeout_s: float = 0.0) -> int: ...
-    def release(self, k: int) -> None: ...
-    def claim(self, worker_id: int = -1) -> int: ...
+    def wait(self, k: int, timeout_s: float = 0.0) -> int:
+        """Block until batch ``k``'s result is in its slot.
+
+        The GIL is released while waiting; signal handlers run every 50 ms, so
+        ``KeyboardInterrupt`` propagates.
+
+        Args:
+            k: batch number, ``base <= k < published``.
+            timeout_s: seconds to wait at most; ``0`` waits without limit.
+
+        Returns:
+            ``k`` when ready, ``TIMED_OUT`` when ``timeout_s`` passed, ``CANCELLED``
+            when the epoch was cancelled.
+        """
+    def wait_any(self, timeout_s: float = 0.0) -> int:
+        """Block until some batch in the window has its result (completion order).
+
+        Returns:
+            The smallest ready batch number, ``TIMED_OUT`` or ``CANCELLED``.
+
+        Raises:
+            ValueError: no batch is published and not taken.
+        """
+    def release(self, k: int) -> None:
+        """Mark batch ``k`` as taken and move the window's base past taken slots.
+
+        Raises:
+            ValueError: ``k`` is not a ready batch in the window.
+        """
+    def claim(self, worker_id: int = -1) -> int:
+        """Claim the next batch for ``worker_id``, sleeping (GIL released) until one is
+        published.
+
+        In an untagged window any batch is for any worker (``worker_id`` is not
+        used); in a tagged one, only the batches published for ``worker_id``.
+
+        Returns:
+            The batch number, or ``END`` when the epoch is finished and every batch
+            (of this worker) is claimed, or cancelled.
+        """
     def complete(self, k: int) -> None: ...
     def enter(self, n: int = 1) -> None: ...
     def leave(self) -> None: ...
-    def wait_idle(self, timeout_s: float) -> bool: ...
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait (GIL released) until no worker is active; True if that happened in time.
+
+        Waits in 50 ms slices and runs signal handlers between them, so Ctrl-C
+        (``KeyboardInterrupt``) ends the wait.  ``timeout_s <= 0`` only checks.
+        """

@@ -2,85 +2,17 @@
 # distutils: language = c++
 """Claim window and reorder ring: the synchronisation of one epoch.
 
-Batches of an epoch are numbered ``k = 0, 1, 2, ...`` in epoch order.  Three
-atomic counters describe the epoch (all monotonic)::
-
-    base <= claimed <= published <= base + size
-
-- ``published``: the consumer has stored the task of every batch ``k < published``
-  in slot ``k % size`` (it draws indices from the sampler lazily, only as the
-  window moves, and never publishes past ``base + size``);
-- ``claimed``: workers claim the next published batch with a compare-and-swap,
-  so each batch is claimed exactly once (an *untagged* window);
-  in a window made with ``owners=n`` every batch is published for one worker
-  ``w < n`` (its owner) and only ``w`` claims it: ``w`` keeps its own cursor and
-  claims its batches in increasing order, without a compare-and-swap (one
-  thread per owner), and ``publish`` wakes that owner's own condition variable;
-- ``base``: the lowest batch the consumer has not taken yet.
-
-The reorder ring has ``size`` slots.  Slot ``k % size`` holds ``k`` once batch
-``k``'s result is stored (``FREE`` before, ``TAKEN`` after an out-of-order take).
-Every batch in flight lies in ``[base, base + size)``, so two batches never
-share a slot and the ring never grows: at most ``size`` batches are being built
-or wait.
-
-Claims, completions and releases are lock-free atomics without the GIL.  A
-mutex and two condition variables are used only to sleep: a worker when nothing
-is claimable, the consumer when its batch is not ready.  Each side announces
-that it sleeps with an atomic flag, so the other side pays for a notification
-only when someone waits.  Waits run without the GIL in slices, so the consumer
-can run Python's signal handlers (Ctrl-C) and honour a timeout.
-
-The Python objects (tasks and results) live in lists owned by the caller, indexed
-by slot; the release/acquire order of these counters publishes them.
-
-Statuses cross the boundary as the module constants below (``TIMED_OUT``,
-``CANCELLED``, ``END``: all negative, so a batch number ``>= 0`` is never one);
-the engine translates them in one place (``dataloader._engine.epoch``).
+The protocol (counters, owner-tagged claims, reorder ring, sleeping, statuses) is
+described in ``_ring.pxd``, beside the declarations, and in docs/design.md.
 """
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport memory_order_acquire, memory_order_relaxed, memory_order_release
 
-cdef enum:
-    OPEN = 0
-    FINISHED = 1
-    STATE_CANCELLED = 2
-
-# The ring's slot count is bounded so that allocating it can never overflow (the loader
-# bounds its window far lower, at MAX_WINDOW_BATCHES).
-cdef Py_ssize_t MAX_SLOTS = 1 << 30
-# Workers a tagged window can serve (the loader allows at most MAX_NUM_WORKERS = 1024).
-cdef int MAX_OWNERS = 1 << 16
-
-# Statuses returned instead of a batch number (batch numbers are >= 0).
-cdef enum Status:
-    S_END = -1          # claim: the epoch is finished and every batch is claimed, or cancelled
-    S_TIMED_OUT = -2    # wait / wait_any: timeout_s passed
-    S_CANCELLED = -3    # wait / wait_any / publish: the epoch was cancelled
-
 END = S_END
 TIMED_OUT = S_TIMED_OUT
 CANCELLED = S_CANCELLED
-
-# The "batch number" that means any ready batch (in_order=False), and "any worker".
-cdef int64_t ANY = -1
-cdef int ANY_OWNER = -1
-
-cdef inline int64_t owner_tag(int64_t k, int w) noexcept nogil:
-    # What a tagged window stores per slot: the batch number and its owner (w < 2**16).
-    return (k << 16) | w
-
-
-cdef int64_t FREE = -1
-cdef int64_t TAKEN = -2
-
-# The consumer wakes at least this often to run signal handlers (microseconds).
-cdef int64_t CONSUMER_SLICE_US = 50_000
-# A sleeping worker re-checks the epoch at least this often (microseconds); a safety net
-# only: publish, finish, cancel and a waiting consumer all wake workers explicitly.
-cdef int64_t WORKER_SLICE_US = 1_000_000
 
 
 cdef class Window:
@@ -96,7 +28,8 @@ cdef class Window:
     Thread-safety: ``claim``, ``complete`` and ``leave`` may be called from any
     number of worker threads (in a tagged window, ``claim(w)`` from one thread per
     ``w``); ``publish``, ``finish``, ``wait``, ``wait_any`` and ``release`` from
-    one consumer thread at a time; ``cancel`` from any thread.
+    one consumer thread at a time; ``cancel`` from any thread.  Each method's
+    arguments, returns and raises: ``_ring.pyi``; the protocol: ``_ring.pxd``.
     """
 
     def __cinit__(self, Py_ssize_t size, int owners=0):
@@ -132,70 +65,41 @@ cdef class Window:
         self._active.store(0)
 
     def __dealloc__(self):
-        if self._slots != NULL:
-            dl_slots_free(self._slots)
-            self._slots = NULL
-        if self._cursors != NULL:
-            dl_slots_free(self._cursors)
-            self._cursors = NULL
-        if self._slot_owner != NULL:
-            dl_slots_free(self._slot_owner)
-            self._slot_owner = NULL
-        if self._owner_waiting != NULL:
-            dl_ints_free(self._owner_waiting)
-            self._owner_waiting = NULL
-        if self._owner_ready != NULL:
-            dl_conds_free(self._owner_ready)
-            self._owner_ready = NULL
+        # delete[] of NULL is a no-op.
+        dl_slots_free(self._slots)
+        dl_slots_free(self._cursors)
+        dl_slots_free(self._slot_owner)
+        dl_ints_free(self._owner_waiting)
+        dl_conds_free(self._owner_ready)
 
     @property
     def size(self):
-        """Number of slots in the ring (batches)."""
         return self._size
 
     @property
     def owners(self):
-        """0 (untagged) or the number of workers batches are tagged for."""
         return self._owners
 
     @property
     def base(self):
-        """Lowest batch number not yet taken by the consumer."""
         return self._base.load()
 
     @property
     def published(self):
-        """Number of batches handed out to workers so far."""
         return self._published.load()
 
     @property
     def claimed(self):
-        """Number of batches claimed by workers so far."""
         return self._claimed.load()
 
     @property
     def cancelled(self):
-        """True once ``cancel()`` was called."""
         return self._state.load() == STATE_CANCELLED
 
     # -- consumer side ---------------------------------------------------------
 
     def publish(self, int owner=ANY_OWNER):
-        """Hand out the next batch; its task must already be in its slot.
-
-        Args:
-            owner: the worker that builds it: -1 (any worker) in an untagged window,
-                ``0 <= owner < owners`` in a tagged one.
-
-        Returns:
-            The batch number ``k`` just published (its slot is ``k % size``), or
-            ``CANCELLED`` when the epoch was cancelled (by ``cancel()`` from any thread).
-
-        Raises:
-            RuntimeError: the window is full (``published == base + size``) or the
-                epoch was finished.
-            ValueError: ``owner`` does not fit the window's kind.
-        """
+        """Hand out the next batch; its task must already be in its slot."""
         cdef int64_t p = self._published.load()
         cdef int state = self._state.load()
         if state == STATE_CANCELLED:
@@ -245,32 +149,13 @@ cdef class Window:
             self._notify_all()
 
     def wait(self, int64_t k, double timeout_s=0.0):
-        """Block until batch ``k``'s result is in its slot.
-
-        The GIL is released while waiting; signal handlers run every 50 ms, so
-        ``KeyboardInterrupt`` propagates.
-
-        Args:
-            k: batch number, ``base <= k < published``.
-            timeout_s: seconds to wait at most; ``0`` waits without limit.
-
-        Returns:
-            ``k`` when ready, ``TIMED_OUT`` when ``timeout_s`` passed, ``CANCELLED``
-            when the epoch was cancelled.
-        """
+        """Block until batch ``k``'s result is in its slot."""
         if k < self._base.load() or k >= self._published.load():
             raise ValueError(f"batch {k} is outside [{self._base.load()}, {self._published.load()})")
         return self._block(k, timeout_s)
 
     def wait_any(self, double timeout_s=0.0):
-        """Block until some batch in the window has its result (completion order).
-
-        Returns:
-            The smallest ready batch number, ``TIMED_OUT`` or ``CANCELLED``.
-
-        Raises:
-            ValueError: no batch is published and not taken.
-        """
+        """Block until some batch in the window has its result (completion order)."""
         if self._base.load() >= self._published.load():
             raise ValueError("no batch in flight")
         return self._block(ANY, timeout_s)
@@ -297,11 +182,7 @@ cdef class Window:
             PyErr_CheckSignals()
 
     def release(self, int64_t k):
-        """Mark batch ``k`` as taken and move the window's base past taken slots.
-
-        Raises:
-            ValueError: ``k`` is not a ready batch in the window.
-        """
+        """Mark batch ``k`` as taken and move the window's base past taken slots."""
         if k < self._base.load() or k >= self._published.load():
             raise ValueError(f"batch {k} is outside [{self._base.load()}, {self._published.load()})")
         if self._slots[k % self._size].load(memory_order_acquire) != k:
@@ -313,15 +194,7 @@ cdef class Window:
 
     def claim(self, int worker_id=ANY_OWNER):
         """Claim the next batch for ``worker_id``, sleeping (GIL released) until one is
-        published.
-
-        In an untagged window any batch is for any worker (``worker_id`` is not
-        used); in a tagged one, only the batches published for ``worker_id``.
-
-        Returns:
-            The batch number, or ``END`` when the epoch is finished and every batch
-            (of this worker) is claimed, or cancelled.
-        """
+        published."""
         cdef int64_t k
         if self._owners == 0:
             with nogil:
@@ -353,15 +226,10 @@ cdef class Window:
 
     @property
     def active(self):
-        """Workers counted as inside this epoch."""
         return self._active.load()
 
     def wait_idle(self, double timeout_s):
-        """Wait (GIL released) until no worker is active; True if that happened in time.
-
-        Waits in 50 ms slices and runs signal handlers between them, so Ctrl-C
-        (``KeyboardInterrupt``) ends the wait.  ``timeout_s <= 0`` only checks.
-        """
+        """Wait (GIL released) until no worker is active; True if that happened in time."""
         cdef int64_t deadline = dl_now_us() + <int64_t>(timeout_s * 1e6)
         cdef int64_t now
         cdef bint idle
