@@ -2,6 +2,9 @@
 
 One declarative table of extensions and one ``cythonize`` call.  Set
 ``DATALOADER_DEBUG=1`` to turn bounds checks back on and build with ``-O0 -g``.
+Set ``DATALOADER_SANITIZE=thread`` (or ``address``, ...) to compile and link with
+``-fsanitize=<value> -g``; an extension built with ``thread`` loads only into an
+interpreter built with ``--with-thread-sanitizer`` (``tools/tsan-check`` does both).
 """
 
 import os
@@ -13,7 +16,13 @@ from setuptools.command.build_ext import build_ext
 
 DEBUG = os.environ.get("DATALOADER_DEBUG", "") not in ("", "0")
 
+SANITIZE = os.environ.get("DATALOADER_SANITIZE", "")
+
 COMPILE_ARGS = ["-O0", "-g"] if DEBUG else ["-O3"]
+LINK_ARGS: list[str] = []
+if SANITIZE:
+    COMPILE_ARGS += [f"-fsanitize={SANITIZE}", "-g"]
+    LINK_ARGS += [f"-fsanitize={SANITIZE}"]
 
 # name -> (language, extra compile args)
 NATIVE = {
@@ -34,6 +43,7 @@ extensions = [
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=COMPILE_ARGS + extra,
+        extra_link_args=LINK_ARGS,
     )
     for name, (language, extra) in NATIVE.items()
     if os.path.exists(f"dataloader/_native/{name}.pyx")

@@ -157,6 +157,7 @@ def test_huge_epoch_starts_instantly_with_lazy_indices():
     it.close()
 
 
+@pytest.mark.thread_unsafe(reason="compares the whole process's threads before and after")
 def test_a_thousand_early_breaks_leave_thread_count_unchanged():
     baseline = set(threading.enumerate())
     loader = DataLoader(RecordingDataset(64), batch_size=4, num_workers=2)
@@ -184,6 +185,7 @@ def test_close_stops_work_promptly_and_no_batch_starts_afterwards():
         next(it)
 
 
+@pytest.mark.thread_unsafe(reason="compares the whole process's threads before and after")
 def test_dropping_iterator_and_loader_releases_dataset_and_threads():
     ds = RecordingDataset(1000, delay_s={i: 0.001 for i in range(1000)})
     ref = weakref.ref(ds)
@@ -211,6 +213,7 @@ def test_with_statement_closes_the_epoch():
     loader.close()
 
 
+@pytest.mark.thread_unsafe(reason="compares the whole process's threads before and after")
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_epochs_are_independent_like_torch(num_workers):
     loader = DataLoader(ArrayDataset(np.arange(6)), batch_size=2, num_workers=num_workers)

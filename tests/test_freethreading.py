@@ -31,12 +31,14 @@ def _all_modules() -> list[str]:
     return names
 
 
+@pytest.mark.thread_unsafe(reason="first imports; pkgutil.walk_packages is not thread-safe")
 def test_every_module_imports():
     for name in _all_modules():
         importlib.import_module(name)
     assert "dataloader._native._ring" in _all_modules()
 
 
+@pytest.mark.thread_unsafe(reason="first imports; pkgutil.walk_packages is not thread-safe")
 @needs_ft
 def test_importing_every_module_keeps_the_gil_disabled():
     code = (

@@ -208,6 +208,7 @@ def test_item_lanes_give_numpy_batches_like_the_plain_path():
 # -- edge cases: closing from other threads, nesting, StopIteration, thread limits ------------
 
 
+@pytest.mark.thread_unsafe(reason="counts the threads the whole process starts")
 @pytest.mark.timeout(60)
 def test_item_concurrency_does_not_start_useless_threads() -> None:
     before = threading.active_count()

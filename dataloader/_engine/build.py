@@ -40,8 +40,15 @@ class Failure:
     __slots__ = ("exc", "tb")
 
     def __init__(self, exc: BaseException, tb: TracebackType | None = None) -> None:
+        if tb is None:
+            # Drop the engine's own leading frames: the worker loop's frame is still running
+            # on its thread, and a traceback that holds it keeps the epoch's locals alive and
+            # lets the consumer read a frame while its own thread tears it down (a data race
+            # inside CPython that ThreadSanitizer reports on free-threaded builds).
+            tb = _without_engine_frames(exc.__traceback__)
+            exc.__traceback__ = tb
         self.exc: BaseException | None = exc
-        self.tb = tb if tb is not None else exc.__traceback__
+        self.tb = tb
 
     def again(self) -> Failure:
         """A new ``Failure`` of the same exception and traceback (one per batch)."""
@@ -56,6 +63,15 @@ class Failure:
             raise exc.with_traceback(tb)
         finally:
             del exc, tb
+
+
+def _without_engine_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` past its leading frames of ``dataloader._engine`` (the user's frames stay)."""
+    while tb is not None and tb.tb_next is not None and str(
+        tb.tb_frame.f_globals.get("__name__", "")
+    ).startswith("dataloader._engine."):
+        tb = tb.tb_next
+    return tb
 
 
 class Builder:
