@@ -121,18 +121,20 @@ def test_a_failing_transform_fails_its_batch_like_the_sequential_loader():
 def test_breaking_early_cancels_coroutines_in_flight_and_leaves_no_thread():
     ds = Sleepy(10_000, hang=set(range(8, 10_000)))
     before = threading.active_count()
-    loader = DataLoader(ds, batch_size=4, num_workers=2, item_concurrency=50)
-    for i, _ in enumerate(loader):
-        if i == 1:
-            break
-    deadline = time.monotonic() + 5
-    while ds.in_flight and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert ds.in_flight == 0 and ds.cancelled > 0
-    started = ds.started
-    time.sleep(0.2)
-    assert ds.started == started  # nothing starts after the epoch closed
-    loader.close()
+    with DataLoader(ds, batch_size=4, num_workers=2, item_concurrency=50) as loader:
+        for i, _ in enumerate(loader):
+            if i == 1:
+                deadline = time.monotonic() + 5
+                while ds.in_flight < 8 and time.monotonic() < deadline:  # batches 2 and 3 hang
+                    time.sleep(0.01)
+                break
+        deadline = time.monotonic() + 5
+        while ds.in_flight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ds.in_flight == 0 and ds.cancelled == 8
+        started = ds.started
+        time.sleep(0.2)
+        assert ds.started == started  # nothing starts after the epoch closed
     assert ds.aclosed == 1 and not loop_threads()
     assert threading.active_count() <= before
 
@@ -143,11 +145,14 @@ def test_dropping_an_epoch_cancels_its_coroutines():
     loader = DataLoader(ds, batch_size=4, num_workers=1, item_concurrency=8)
     it = iter(loader)
     next(it)
+    deadline = time.monotonic() + 5
+    while ds.in_flight < 4 and time.monotonic() < deadline:  # batch 1 hangs
+        time.sleep(0.01)
     del it
     deadline = time.monotonic() + 5
     while ds.in_flight and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert ds.in_flight == 0
+    assert ds.in_flight == 0 and ds.cancelled >= 4
     loader.close()
 
 
