@@ -43,6 +43,15 @@ from dataloader.image import (
     ToCHW,
     ToFloat,
 )
+from dataloader.io import (
+    AsyncDataset,
+    FileDataset,
+    HttpDataset,
+    Locations,
+    ObjectStoreDataset,
+    Retry,
+    Template,
+)
 from dataloader.loader import DataLoader
 from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 from dataloader.sampler import (
@@ -63,6 +72,7 @@ except PackageNotFoundError:  # running from a source tree that was not installe
 
 __all__ = [
     "ArrayDataset",
+    "AsyncDataset",
     "BatchSampler",
     "BatchedItems",
     "CenterCrop",
@@ -73,28 +83,34 @@ __all__ = [
     "Dataset",
     "Decode",
     "DistributedSampler",
+    "FileDataset",
+    "HttpDataset",
     "ImageBatch",
     "ImageCollator",
     "ImageFiles",
     "ImageFolder",
     "IterableDataset",
     "LoaderStats",
+    "Locations",
     "NdfDataset",
     "NdfFile",
     "NdfWriter",
     "Normalize",
+    "ObjectStoreDataset",
     "PadTo",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "RandomSampler",
     "Resize",
+    "Retry",
     "Sampler",
     "SequentialSampler",
     "ShardSampler",
     "StackDataset",
     "Subset",
     "SubsetRandomSampler",
+    "Template",
     "ToCHW",
     "ToFloat",
     "Transform",

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.autotune import resolve_auto
-from dataloader._engine.epoch import Epoch
+from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions, check_sampling_args
 from dataloader._engine.plan import EpochPlan, index_source
@@ -30,6 +30,7 @@ from dataloader._engine.seed import base_seed
 from dataloader._engine.stats import EpochStats, LoaderStats
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import IterableDataset
+from dataloader.io.asyncds import check_dataset_kind
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]
@@ -49,6 +50,10 @@ class DataLoader(Generic[T_co]):
             samplers; optional batched ``__getitems__(indices)``) or an
             ``IterableDataset``.  ``__getitem__``/``__getitems__`` must be
             thread-safe when ``num_workers > 0`` or ``item_concurrency > 1``.
+            An ``AsyncDataset`` (``async def __getitem__``, e.g. ``HttpDataset``)
+            runs its coroutines on an event loop thread the loader owns
+            (``dataloader-asyncio``, one per loader, stopped by ``close()``, which
+            also awaits the dataset's ``aclose()``, at most 5 s).
         batch_size: items per batch (>= 1), or None to disable auto-batching (each
             sampler index yields one item passed through ``collate_fn``, by default
             ``default_convert``).
@@ -99,7 +104,9 @@ class DataLoader(Generic[T_co]):
             ``"auto"``: ``max(2, number of worker threads)``.
         item_concurrency: threads fetching the items of one batch (>= 1).  Useful
             when items wait on I/O or per-item work dominates; ``__getitems__`` is
-            then not used.
+            then not used.  For an ``AsyncDataset`` it is the item coroutines in
+            flight per batch (no threads): at most ``max(num_workers, 1) *
+            item_concurrency`` requests run at once.
         transform: ``transform(item) -> item``, run on the worker for every item
             before collation.  Random transforms should draw from
             ``dataloader.item_rng()`` so batches do not depend on scheduling.
@@ -163,6 +170,12 @@ class DataLoader(Generic[T_co]):
                 raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
         self.dataset = dataset
         self._iterable = _is_iterable_dataset(dataset)
+        self._async_loop: Any = None
+        if check_dataset_kind(dataset):  # an AsyncDataset: coroutines on a loop of its own
+            from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
+
+            self._async_loop = AsyncLoop(dataset)
+            finalizer_not_at_exit(self, self._async_loop.stop_soon)
         if not self._iterable and not hasattr(dataset, "__getitem__"):
             raise TypeError(
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
@@ -210,6 +223,7 @@ class DataLoader(Generic[T_co]):
             transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
             item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(opts.num_workers), tuner=tuner,
             indices=None if self._iterable else index_source(dataset, self._auto_collation, sampler, batch_sampler),
+            async_loop=self._async_loop,
         )
         # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a
         # forked child (a thread of the parent may have held it at the fork).
@@ -233,6 +247,8 @@ class DataLoader(Generic[T_co]):
     def _num_lanes(self, num_workers: int) -> int:
         # Lanes fetch the items of one map-style batch (an IterableDataset has no item
         # indices); a batch never uses more than batch_size - 1 helpers.
+        if self._async_loop is not None:
+            return 0  # item_concurrency is coroutines on the event loop, not threads
         per_batch = self.item_concurrency
         if self.batch_size is not None:
             per_batch = min(per_batch, self.batch_size)
@@ -366,6 +382,8 @@ class DataLoader(Generic[T_co]):
             current._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
         if pool is not None:
             pool.shutdown(join_s=max(0.0, deadline - time.monotonic()))
+        if self._async_loop is not None:
+            self._async_loop.close()  # awaits the dataset's aclose() (at most 5 s of its own)
 
     def __enter__(self) -> DataLoader[T_co]:
         return self

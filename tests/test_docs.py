@@ -25,7 +25,7 @@ def blocks() -> list[tuple[str, str]]:
 def test_usage_has_a_block_for_every_topic():
     text = (REPO / "docs" / "usage.md").read_text()
     sections = re.findall(r"^## (.+)$", text, re.M)
-    for topic in ("Datasets", "Samplers", "Workers", "Errors", "Cancellation", "Sharding", ".ndf"):
+    for topic in ("Datasets", "Samplers", "Workers", "Errors", "Cancellation", "Sharding", ".ndf", "Remote data"):
         assert any(topic in s for s in sections), topic
     assert len(FENCE.findall(text)) >= 10
 

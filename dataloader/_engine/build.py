@@ -66,6 +66,16 @@ class Failure:
             del exc, tb
 
 
+def no_stop_iteration(exc: BaseException, who: str, doing: str) -> BaseException:
+    """The one ``StopIteration`` rule: user code's ``StopIteration`` is a ``RuntimeError``
+    (its cause), never the end of an epoch (PEP 479); any other exception is returned as is."""
+    if not isinstance(exc, StopIteration):
+        return exc
+    error = RuntimeError(f"{who} raised StopIteration while {doing}")
+    error.__cause__ = exc
+    return error
+
+
 def _without_engine_frames(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` past its leading frames of ``dataloader._engine`` (the user's frames stay)."""
     while tb is not None and tb.tb_next is not None and str(
@@ -108,12 +118,8 @@ class Builder:
         try:
             return self._build(item, rec)
         except StopIteration as exc:
-            error = RuntimeError(
-                "the dataset, transform or collate_fn raised StopIteration while building a batch"
-            )
-            error.__cause__ = exc
             rec.failed()
-            return Failure(error)
+            return Failure(no_stop_iteration(exc, "the dataset, transform or collate_fn", "building a batch"))
         except BaseException as exc:  # carried to the consumer, whatever it is
             rec.failed()
             return Failure(exc)

@@ -40,6 +40,7 @@ import os
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from dataloader import _context
@@ -53,8 +54,16 @@ from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
 
-__all__ = ["Epoch"]
+__all__ = ["Epoch", "finalizer_not_at_exit"]
 
+
+
+def finalizer_not_at_exit(obj: object, fn: Callable[..., Any], *args: Any) -> weakref.finalize:
+    """``weakref.finalize(obj, fn, *args)`` that does not run at interpreter exit."""
+    fin = weakref.finalize(obj, fn, *args)
+    # typeshed lists finalize's __slots__ without its documented ``atexit`` attribute
+    fin.atexit = False  # type: ignore[misc]
+    return fin
 
 class _Shared:
     """The part of an epoch that worker threads see, through a weak reference."""
@@ -184,10 +193,8 @@ class Epoch(EpochIterator):
         self._pending_error: tuple[int, BaseException] | None = None
         own = pool if owns_pool else None
         self._own_pool = own
-        self._finalizer = weakref.finalize(self, _finalize, self._window, pool, owns_pool, self._pid)
-        # At exit the daemon threads simply stop.  (typeshed lists finalize's __slots__ without
-        # its documented ``atexit`` attribute.)
-        self._finalizer.atexit = False  # type: ignore[misc]
+        # At exit the daemon threads simply stop.
+        self._finalizer = finalizer_not_at_exit(self, _finalize, self._window, pool, owns_pool, self._pid)
         if start_error is not None:
             self._exhausted = True
             self._window.finish()
@@ -206,7 +213,11 @@ class Epoch(EpochIterator):
                 self._exhausted = True
                 window.finish()
                 return
-            except Exception as exc:
+            except KeyboardInterrupt:
+                # Ctrl-C while the sampler ran: stop at once, as a wait does.
+                self._close(wait_s=0.0)
+                raise
+            except BaseException as exc:  # raised by next() at its position, after every earlier batch
                 self._pending_error = (window.published, exc)
                 self._exhausted = True
                 window.finish()
@@ -231,7 +242,7 @@ class Epoch(EpochIterator):
             self._busy = True
         try:
             self._raise_start_error()
-            return self._next()
+            result = self._next()
         finally:
             with self._state:
                 self._busy = False
@@ -239,6 +250,15 @@ class Epoch(EpochIterator):
                 self._cleaned = self._cleaned or cleanup
             if cleanup:
                 self._cleanup()
+        if isinstance(result, Failure):
+            # The raised traceback keeps this frame: it must not keep the epoch.  A worker made
+            # the exception, and on free-threaded builds an object is freed by the thread that
+            # made it (biased reference counting): that worker sleeps in claim() until the
+            # epoch is finalized, so a traceback that held the epoch would keep both alive
+            # until the cyclic GC ran.
+            del self
+            result.reraise()
+        return result
 
     def _next(self) -> Any:
         window, shared = self._window, self._shared
@@ -270,9 +290,7 @@ class Epoch(EpochIterator):
             self.stats.consumer.delivered(in_flight)
             if self._tune is not None:
                 self._tune.tick(self.stats.consumer.count)
-            if isinstance(result, Failure):
-                result.reraise()
-            return result
+            return result  # a Failure is raised by __next__, outside this frame
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""

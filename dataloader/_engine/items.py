@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dataloader import _context
-from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher
+from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher, no_stop_iteration
 from dataloader._engine.errors import reported_length, warn_past_length
 from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
 from dataloader._engine.stats import EpochStats
@@ -75,7 +75,7 @@ class MapItems:
         try:
             start_worker(worker_id, self._setup, info)
         except BaseException as exc:
-            self._init_failures[worker_id] = Failure(exc)
+            self._init_failures[worker_id] = Failure(no_stop_iteration(exc, "worker_init_fn", "starting a worker"))
         return info
 
     def build(self, worker_id: int, indices: Any) -> Any:
@@ -161,7 +161,7 @@ class StreamItems:
             start_worker(worker_id, setup, info)
             stream = Stream(None) if window.cancelled else Stream(iter(self._prepare(worker_id, mine)))
         except BaseException as exc:
-            stream = Stream(None, Failure(exc))
+            stream = Stream(None, Failure(no_stop_iteration(exc, "worker_init_fn or iter(dataset)", "starting a worker")))
         self._streams[worker_id] = stream
         return info
 
@@ -184,7 +184,11 @@ class StreamItems:
         Raises:
             Exception: what ``iter(dataset)`` raises (a failure to start the epoch).
         """
-        stream, batcher, rec = Stream(iter(self._dataset)), self._batcher, self._recs[0]
+        try:
+            stream = Stream(iter(self._dataset))
+        except StopIteration as exc:
+            raise no_stop_iteration(exc, "iter(dataset)", "starting the epoch") from exc
+        batcher, rec = self._batcher, self._recs[0]
         length = self._dataset_len
         if length is None:
             return itertools.repeat(stream).__next__, functools.partial(batcher.build, rec=rec)

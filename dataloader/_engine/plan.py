@@ -60,6 +60,8 @@ class EpochPlan:
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
         tuner: picks the active workers for ``num_workers="auto"`` (``num_workers`` is
             then the pool's size), else None.
+        async_loop: the loader's event loop (``async_loop.AsyncLoop``) for an
+            ``AsyncDataset``, whose batches ``async_build.AsyncFetcher`` builds; else None.
     """
 
     dataset: Any
@@ -79,6 +81,25 @@ class EpochPlan:
     num_lanes: int
     indices: Callable[[], Iterator[Any]] | None
     tuner: AutoTuner | None = None
+    async_loop: Any = None
+
+    def _map_builder(self, pool: WorkerPool | None, epoch_key: tuple[int, int]) -> tuple[Any, type[MapItems]]:
+        """The builder of a map-style epoch and its work-item source class."""
+        fetch: Any
+        if self.async_loop is not None:
+            from dataloader._engine.async_build import AsyncFetcher, AsyncItems  # lazy: asyncio only for async datasets
+
+            self.async_loop.start()
+            fetch = AsyncFetcher(
+                self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
+                epoch_key, self.async_loop,
+            )
+            return fetch, AsyncItems
+        lanes = pool.lanes if pool is not None else None
+        fetch = Fetcher(
+            self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes, self.item_concurrency, epoch_key
+        )
+        return fetch, MapItems
 
     def new_pool(self) -> WorkerPool | None:
         """A pool for this plan's epochs, or None when they need no thread."""
@@ -123,17 +144,13 @@ class EpochPlan:
                 source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
         else:
             assert self.indices is not None
-            lanes = pool.lanes if pool is not None else None
-            fetch = Fetcher(
-                self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes,
-                self.item_concurrency, epoch_key,
-            )
+            fetch, source_cls = self._map_builder(pool, epoch_key)
             indices: Iterator[Any] = iter(())
             try:
                 indices = skip_items(self.indices(), skip)
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
-            source = MapItems(indices, fetch, setup, self.num_workers, stats)
+            source = source_cls(indices, fetch, setup, self.num_workers, stats)
         if self.num_workers == 0:
             items = None
             if start_error is None:

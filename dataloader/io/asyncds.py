@@ -1,0 +1,76 @@
+"""``AsyncDataset``: a map-style dataset whose items are coroutines.
+
+The loader runs an ``AsyncDataset``'s ``__getitem__`` (and ``__getitems__``) on
+one asyncio event loop thread of its own (``dataloader-asyncio``), keeps at most
+``max(num_workers, 1) * item_concurrency`` item coroutines in flight, and runs
+``transform`` and ``collate_fn`` on its worker threads (see
+``dataloader._engine.async_build``).  ``check_dataset_kind`` is the rule the
+loader applies when it is built.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Generic, TypeVar
+
+from dataloader.dataset import Dataset
+
+__all__ = ["AsyncDataset", "check_dataset_kind"]
+
+T_co = TypeVar("T_co", covariant=True)
+
+
+class AsyncDataset(Generic[T_co]):
+    """Base class of map-style datasets whose ``__getitem__`` is ``async def``.
+
+    Subclasses define ``async def __getitem__(self, index)``, ``__len__`` and
+    optionally ``async def __getitems__(self, indices)`` (used when
+    ``item_concurrency=1``: one coroutine per batch, returning one item per index)
+    and ``async def aclose(self)``, which the loader awaits on its event loop when
+    it is closed (at most 5 s).
+
+    The coroutines run on the loader's event loop thread, never on a worker:
+    ``get_worker_info()`` is None there and ``item_rng()`` needs an explicit
+    index.  Do CPU work in the loader's ``transform``, which runs on the workers
+    as each item arrives.  Coroutines of many items run interleaved on one
+    thread; a coroutine that blocks (a synchronous read, ``time.sleep``) stalls
+    them all.
+
+    Raises (from ``DataLoader(...)``):
+        TypeError: ``__getitem__``/``__getitems__`` is a plain method, the class
+            also derives from ``Dataset``, or it has no ``__len__``.
+    """
+
+    async def __getitem__(self, index: int) -> T_co:
+        raise NotImplementedError(f"{type(self).__name__} must define async def __getitem__")
+
+    def __len__(self) -> int:
+        raise TypeError(f"{type(self).__name__} has no __len__")
+
+
+def check_dataset_kind(dataset: Any) -> bool:
+    """True for an ``AsyncDataset``; False for a plain dataset.
+
+    Raises:
+        TypeError: ``async def`` methods on a plain dataset, plain methods on an
+            ``AsyncDataset``, a class with both bases, or an ``AsyncDataset``
+            without ``__len__``.
+    """
+    cls = type(dataset)
+    methods = [(name, getattr(cls, name)) for name in ("__getitem__", "__getitems__") if hasattr(cls, name)]
+    if not isinstance(dataset, AsyncDataset):
+        for name, fn in methods:
+            if inspect.iscoroutinefunction(fn):
+                raise TypeError(
+                    f"{cls.__name__}.{name} is async def, but {cls.__name__} is not an AsyncDataset: "
+                    "subclass dataloader.AsyncDataset for coroutine items"
+                )
+        return False
+    if isinstance(dataset, Dataset):
+        raise TypeError(f"{cls.__name__} derives from both Dataset and AsyncDataset; choose one")
+    for name, fn in methods:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"{cls.__name__}.{name} must be async def in an AsyncDataset")
+    if cls.__len__ is AsyncDataset.__len__:
+        raise TypeError(f"{cls.__name__} must define __len__ (the loader's samplers need it)")
+    return True

@@ -1,0 +1,190 @@
+"""``HttpDataset``: items are the bodies of HTTP(S) GET responses, on aiohttp.
+
+aiohttp (``pip install 'dataloader[remote]'``, imported on first use) is the
+client: it is maintained, asyncio-native, ships a wheel for every interpreter
+we support (a pure-Python one on 3.13t), keeps a pool of keep-alive connections
+(``TCPConnector(limit=max_connections)``) and streams bodies, so ``max_bytes``
+stops a large body after at most ``max_bytes`` bytes.  httpx was the other
+candidate; its async client runs on anyio and httpcore, a longer path per
+request for the thousands of small requests a loader makes.
+
+Failures: statuses 408, 429, 500, 502, 503 and 504, connection and transport
+errors (refused, reset, a body cut short) and the per-attempt time-out are
+transient and tried again by ``retry``; other statuses are final: 404 and 410
+raise ``FileNotFoundError``, 401 and 403 ``PermissionError``, others ``OSError``.
+Each error names the URL and, for a status, the status (``exc.status``).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io.asyncds import AsyncDataset
+from dataloader.io.locations import Locations
+from dataloader.io.retry import Retry
+
+__all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
+
+TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# aiohttp's own defaults, kept: TCPConnector(limit=100); ClientTimeout(total=300 s).
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_TIMEOUT_S = 300.0
+
+
+class _Transport(ConnectionError):
+    """A connection or transport failure (transient)."""
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, _Transport) or getattr(exc, "status", None) in TRANSIENT_STATUSES
+
+
+def _status_error(url: str, status: int, reason: str | None) -> OSError:
+    text = f"{url}: HTTP {status} {reason or ''}".rstrip()
+    exc: OSError
+    if status in (404, 410):
+        exc = FileNotFoundError(errno.ENOENT, text, url)
+    elif status in (401, 403):
+        exc = PermissionError(errno.EACCES, text, url)
+    else:
+        exc = OSError(text)
+    exc.status = status  # type: ignore[attr-defined]
+    return exc
+
+
+def _check_url(location: str) -> str:
+    parts = urlsplit(location)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"location {location!r} is not an http:// or https:// URL with a host")
+    return location
+
+
+class HttpDataset(AsyncDataset[bytes]):
+    """The body of one HTTP(S) GET per item.
+
+    Args:
+        locations: URLs: a sequence, a callable or a ``Template`` (values are
+            percent-encoded; see ``Locations``).  ``len(dataset)`` is their number.
+        retry: when to try again (see the module); its ``attempt_timeout_s`` bounds
+            one attempt, body included.
+        max_bytes: the largest body, bytes; a larger one fails with ``ValueError``
+            naming the URL and size, after reading at most ``max_bytes`` bytes (at
+            once when ``Content-Length`` says so).  None: no limit.
+        timeout_s: seconds for one item, every attempt and backoff included
+            (aiohttp's default total time-out, 300 s); None: no limit beyond ``retry``.
+        headers: sent with every request (e.g. ``Authorization``).
+        max_connections: open connections at most, per loader event loop
+            (aiohttp's default, 100); 0 for no limit.  Requests beyond it wait for a
+            free connection, so size it with ``item_concurrency``.
+
+    Items are ``bytes``.  Redirects are followed (at most 10, aiohttp's default).
+    Thread-safety: the coroutines run on event loops; one session (connection
+    pool) per loop, created on first use and closed by ``aclose()``.
+
+    Raises (for that item's batch):
+        IndexError: the index is out of range.
+        ValueError: a refused location, or a body over ``max_bytes``.
+        TimeoutError: the last attempt timed out, or ``timeout_s`` passed.
+        FileNotFoundError, PermissionError, ConnectionError, OSError: as above.
+    """
+
+    def __init__(
+        self,
+        locations: Any,
+        *,
+        retry: Retry | None = None,
+        max_bytes: int | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        headers: dict[str, str] | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    ) -> None:
+        self.retry = check_retry(retry)
+        self.max_bytes = check_max_bytes(max_bytes)
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not timeout_s > 0):
+            raise ValueError(f"timeout_s={timeout_s!r} must be > 0 or None")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 0:
+            raise ValueError(f"max_connections={max_connections!r} must be an int >= 0")
+        self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
+        self.max_connections = max_connections
+        self.locations = Locations(locations).bind("url", _check_url)
+        self._lock = threading.Lock()
+        self._sessions: dict[Any, Any] = {}  # event loop -> aiohttp.ClientSession
+
+    def __len__(self) -> int:
+        return len(self.locations)
+
+    async def __getitem__(self, index: int) -> bytes:
+        import asyncio
+
+        url = self.locations[index]
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await self.retry.run_async(lambda: self._attempt(url), _transient, url)
+        except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
+            raise ConnectionError(str(exc)) from exc.__cause__
+        except TimeoutError as exc:
+            if str(exc):
+                raise TimeoutError(str(exc)) from None
+            raise TimeoutError(f"{url}: not fetched within timeout_s={self.timeout_s}") from None
+
+    def _session(self) -> Any:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            session = self._sessions.get(loop)
+            if session is None or session.closed:
+                import aiohttp  # lazy: an optional dependency, on first use
+
+                connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+                session = aiohttp.ClientSession(
+                    connector=connector, headers=self.headers, timeout=aiohttp.ClientTimeout(total=None)
+                )
+                self._sessions[loop] = session
+            return session
+
+    async def _attempt(self, url: str) -> bytes:
+        import aiohttp  # lazy: an optional dependency, on first use
+
+        try:
+            async with self._session().get(url) as resp:
+                if resp.status >= 300:
+                    raise _status_error(url, resp.status, resp.reason)
+                return await self._read_body(url, resp)
+        except aiohttp.TooManyRedirects as exc:
+            raise OSError(f"{url}: too many redirects ({exc.history[-1].url if exc.history else ''})") from None
+        except aiohttp.InvalidURL as exc:
+            raise ValueError(f"{url}: invalid URL ({exc})") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise _Transport(f"{url}: {type(exc).__name__}: {exc}") from exc
+
+    async def _read_body(self, url: str, resp: Any) -> bytes:
+        limit = self.max_bytes
+        if limit is not None and resp.content_length is not None and resp.content_length > limit:
+            raise over_max_bytes(url, resp.content_length, limit)
+        chunks = []
+        got = 0
+        async for chunk in resp.content.iter_any():
+            got += len(chunk)
+            if limit is not None and got > limit:
+                raise over_max_bytes(url, f"more than {limit}", limit)
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def aclose(self) -> None:
+        """Close this loop's session and its connections (the loader awaits it on close)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            session = self._sessions.pop(loop, None)
+        if session is not None:
+            await session.close()
+
+    def __repr__(self) -> str:
+        return f"HttpDataset({self.locations!r}, max_bytes={self.max_bytes}, timeout_s={self.timeout_s})"

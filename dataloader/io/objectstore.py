@@ -1,0 +1,157 @@
+"""``ObjectStoreDataset``: items are objects of a store (S3, GCS, Azure, local, memory).
+
+Runs on obstore (``pip install 'dataloader[remote]'``, imported on first use),
+the Python binding of the Rust ``object_store`` crate: its own async API, its
+own connection pool and its own retries.  The dataset's ``Retry`` becomes the
+store's ``retry_config`` (``Retry.store_config``) and ``attempt_timeout_s`` its
+request time-out, so no second retry loop runs on top: the store retries 5xx
+responses, connection errors and time-outs; other errors are final.
+
+Errors: a missing object or bucket raises ``FileNotFoundError``, a refused one
+``PermissionError``, a time-out ``TimeoutError``, others ``OSError``, each naming
+the location; the store's own exception is the ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import errno
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io.asyncds import AsyncDataset
+from dataloader.io.locations import Locations
+from dataloader.io.retry import Retry
+from dataloader.io.template import Template
+
+__all__ = ["ObjectStoreDataset"]
+
+
+def _store_url(location: str) -> str:
+    """``scheme://bucket`` of a full object URL.
+
+    Raises:
+        ValueError: ``location`` is not ``scheme://bucket/key``.
+    """
+    parts = urlsplit(location)
+    if not parts.scheme or not parts.netloc or not parts.path.strip("/"):
+        raise ValueError(f"location {location!r} is not a scheme://bucket/key URL; or pass url= or store=")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class ObjectStoreDataset(AsyncDataset[bytes]):
+    """The bytes of one object per item.
+
+    Args:
+        locations: object keys relative to the store (``url=``/``store=``), or full
+            ``scheme://bucket/key`` URLs of one bucket: a sequence, a callable or a
+            ``Template`` (see ``Locations``).
+        store: an obstore store built by the caller (its own retry and client
+            configuration stand; ``retry`` and ``store_options`` must then be left out).
+        url: the store's URL, e.g. ``"s3://bucket"``, ``"s3://bucket/prefix"``,
+            ``"gs://bucket"``, ``"file:///data"``, ``"memory:///"``.  None: from
+            the first location (full URLs).
+        retry: the store's retry configuration (see the module).
+        max_bytes: the largest object, bytes; a larger one fails with ``ValueError``
+            naming its location and size, before its body is read.  None: no limit.
+        **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
+            ``region``, ``access_key_id``, ``client_options={...}``, ...).
+
+    Items are ``bytes``-like, read-only buffers (``obstore.Bytes``).
+    Thread-safety: the store may be used from any thread and event loop.
+
+    Raises (from the constructor):
+        ValueError, TypeError: bad arguments or locations (obstore's configuration
+            errors come through as they are).
+    Raises (for that item's batch):
+        IndexError, ValueError, FileNotFoundError, PermissionError, TimeoutError,
+        OSError: see the module.
+    """
+
+    def __init__(
+        self,
+        locations: Any,
+        *,
+        store: Any = None,
+        url: str | None = None,
+        retry: Retry | None = None,
+        max_bytes: int | None = None,
+        **store_options: Any,
+    ) -> None:
+        self.max_bytes = check_max_bytes(max_bytes)
+        locs = Locations(locations)
+        if store is not None and (url is not None or retry is not None or store_options):
+            raise ValueError("with store=, leave out url=, retry= and store options (the store is configured)")
+        self.retry = None if store is not None else check_retry(retry)
+        self._prefix = ""
+        if store is None and url is None:
+            url = _store_url(_first_location(locs))
+            self._prefix = url + "/"
+        self.url = url
+        self.locations = locs.bind("key", self._check_key)
+        if store is None:
+            import obstore.store  # lazy: an optional dependency, on first use
+
+            assert self.retry is not None and url is not None
+            options = dict(store_options)
+            client: dict[str, Any] = {"timeout": timedelta(seconds=self.retry.attempt_timeout_s or 300.0)}
+            client.update(options.pop("client_options", None) or {})
+            from_url: Any = obstore.store.from_url  # its overloads want literal config keys
+            store = from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
+        self.store = store
+
+    def _check_key(self, location: str) -> str:
+        if self._prefix:
+            if not location.startswith(self._prefix):
+                raise ValueError(f"location {location!r} is not in {self._prefix!r} (one bucket per dataset)")
+            return location[len(self._prefix):]
+        if "://" in location:
+            raise ValueError(f"location {location!r} is a URL; with url= or store= give keys relative to the store")
+        return location
+
+    def __len__(self) -> int:
+        return len(self.locations)
+
+    async def __getitem__(self, index: int) -> Any:
+        import obstore  # lazy: an optional dependency, on first use
+
+        key = self.locations[index]
+        where = f"{self._prefix or (self.url.rstrip('/') + '/' if self.url else '')}{key}"
+        try:
+            result = await obstore.get_async(self.store, key)
+            size = result.meta["size"]
+            if self.max_bytes is not None and size > self.max_bytes:
+                raise over_max_bytes(where, size, self.max_bytes)
+            return await result.bytes_async()
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise _store_error(where, exc) from exc
+
+    def __repr__(self) -> str:
+        return f"ObjectStoreDataset({self.locations!r}, url={self.url!r}, max_bytes={self.max_bytes})"
+
+
+def _first_location(locs: Locations) -> str:
+    source = locs.source
+    if isinstance(source, Template):
+        return source.pattern
+    if isinstance(source, tuple):
+        if not source:
+            raise ValueError("no locations and no url=: cannot tell which store to open")
+        return source[0]
+    raise ValueError("with a callable location, pass url= or store=")
+
+
+def _store_error(where: str, exc: BaseException) -> OSError:
+    from obstore import exceptions as ox  # lazy: an optional dependency
+
+    text = f"{where}: {type(exc).__name__}: {exc}".split("\n")[0]
+    if isinstance(exc, ox.NotFoundError) or isinstance(exc, FileNotFoundError):
+        return FileNotFoundError(errno.ENOENT, text, where)
+    if isinstance(exc, (ox.PermissionDeniedError, ox.UnauthenticatedError, PermissionError)):
+        return PermissionError(errno.EACCES, text, where)
+    if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower():
+        return TimeoutError(text)
+    return OSError(text)

@@ -1,0 +1,153 @@
+"""``Retry``: when a built-in dataset tries an item again.
+
+Each dataset classifies its own failures as transient or final (``FileDataset``:
+some errno values; ``HttpDataset``: statuses 408/429/500/502/503/504 and
+transport errors; both: the per-attempt time-out).  ``run``/``run_async`` try a
+transient failure again after an exponential backoff with "full jitter" (a
+uniform draw in ``[0, backoff]``), as in "Exponential Backoff And Jitter" (AWS
+Architecture Blog, 2015).  ``ObjectStoreDataset`` does not loop here: it turns
+its ``Retry`` into the store client's own retry configuration (``store_config``).
+
+Defaults and where they came from:
+
+- ``max_attempts=3``: the AWS SDKs' "standard" retry mode (3 attempts in all).
+- ``initial_backoff_s=0.1``, ``max_backoff_s=15.0``, ``multiplier=2.0``: the
+  Rust ``object_store`` crate's ``BackoffConfig::default()`` (100 ms, 15 s, base 2),
+  which ``ObjectStoreDataset`` runs on.
+- ``attempt_timeout_s=30.0``: ``object_store``'s default request time-out
+  (``ClientOptions``, 30 s).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+__all__ = ["AttemptTimeout", "Retry"]
+
+T = TypeVar("T")
+
+
+class AttemptTimeout(TimeoutError):
+    """One attempt ran past ``Retry.attempt_timeout_s`` (transient)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How often and how patiently to try an item again.
+
+    Args:
+        max_attempts: attempts in all, the first included (>= 1; 1 = no retry).
+        initial_backoff_s: backoff before the second attempt, seconds (>= 0).
+        max_backoff_s: the most any backoff waits, seconds (>= initial_backoff_s).
+        multiplier: growth of the backoff per attempt (>= 1).
+        jitter: wait a uniform random time in ``[0, backoff]`` instead of ``backoff``
+            (spreads the retries of many items that failed together).
+        attempt_timeout_s: seconds one attempt may take (connect, headers and the
+            whole body); None for no limit.  A time-out is transient; after the last
+            attempt the item fails with ``TimeoutError``.  ``FileDataset`` cannot
+            interrupt a blocking read and ignores it.
+
+    Thread-safety: immutable; one ``Retry`` may serve any number of datasets.
+
+    Raises:
+        ValueError, TypeError: an argument is out of range or of the wrong type.
+    """
+
+    max_attempts: int = 3
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 15.0
+    multiplier: float = 2.0
+    jitter: bool = True
+    attempt_timeout_s: float | None = 30.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+            raise TypeError(f"max_attempts must be an int, got {type(self.max_attempts).__name__}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts={self.max_attempts} must be >= 1")
+        for name in ("initial_backoff_s", "max_backoff_s", "multiplier"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        if self.initial_backoff_s < 0:
+            raise ValueError(f"initial_backoff_s={self.initial_backoff_s} must be >= 0")
+        if self.max_backoff_s < self.initial_backoff_s:
+            raise ValueError(f"max_backoff_s={self.max_backoff_s} must be >= initial_backoff_s={self.initial_backoff_s}")
+        if self.multiplier < 1:
+            raise ValueError(f"multiplier={self.multiplier} must be >= 1")
+        t = self.attempt_timeout_s
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+            raise ValueError(f"attempt_timeout_s={t!r} must be > 0 or None")
+
+    def backoff_s(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failed attempt (1 for the first)."""
+        cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, failures - 1))
+        return random.uniform(0.0, cap) if self.jitter else cap
+
+    def run(self, attempt: Callable[[], T], transient: Callable[[BaseException], bool]) -> T:
+        """Call ``attempt()`` until it returns, or fails finally or for the last time.
+
+        Raises:
+            The last attempt's exception (a final one at once).
+        """
+        failures = 0
+        while True:
+            try:
+                return attempt()
+            except Exception as exc:
+                failures += 1
+                if failures >= self.max_attempts or not transient(exc):
+                    raise
+            time.sleep(self.backoff_s(failures))
+
+    async def run_async(
+        self, attempt: Callable[[], Awaitable[T]], transient: Callable[[BaseException], bool], what: str
+    ) -> T:
+        """``run`` for a coroutine, each attempt bounded by ``attempt_timeout_s``.
+
+        Raises:
+            TimeoutError: the last attempt timed out (naming ``what``).
+            The last attempt's exception otherwise (a final one at once).
+        """
+        import asyncio
+
+        failures = 0
+        while True:
+            try:
+                try:
+                    async with asyncio.timeout(self.attempt_timeout_s):
+                        return await attempt()
+                except TimeoutError:
+                    raise AttemptTimeout(
+                        f"{what}: attempt {failures + 1} of {self.max_attempts} timed out "
+                        f"after {self.attempt_timeout_s} s (attempt_timeout_s)"
+                    ) from None
+            except Exception as exc:
+                failures += 1
+                if failures >= self.max_attempts or not (isinstance(exc, AttemptTimeout) or transient(exc)):
+                    raise
+            await asyncio.sleep(self.backoff_s(failures))
+
+    def store_config(self) -> dict[str, Any]:
+        """This retry as ``object_store``'s ``RetryConfig`` (obstore's ``retry_config``).
+
+        ``max_retries`` is ``max_attempts - 1``; the backoff is the same (the crate
+        applies its own jitter); ``retry_timeout`` bounds all retries together:
+        here the sum of every attempt's time-out and backoff.
+        """
+        per_attempt = self.attempt_timeout_s if self.attempt_timeout_s is not None else 300.0
+        total = per_attempt * self.max_attempts + self.max_backoff_s * (self.max_attempts - 1)
+        return {
+            "max_retries": self.max_attempts - 1,
+            "backoff": {
+                "init_backoff": timedelta(seconds=self.initial_backoff_s),
+                "max_backoff": timedelta(seconds=max(self.max_backoff_s, 1e-3)),
+                "base": float(max(self.multiplier, 1.0 + 1e-9)),
+            },
+            "retry_timeout": timedelta(seconds=total),
+        }

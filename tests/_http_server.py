@@ -1,0 +1,171 @@
+"""A threaded HTTP/1.1 server on 127.0.0.1 with fault injection, for the HTTP dataset tests.
+
+Paths (``K`` is any key; counts are kept per path, on the server side):
+
+- ``/ok/K?size=N``: 200 with N bytes (``K`` repeated), keep-alive.
+- ``/flaky/K?fails=N&status=S``: status S (503) for the first N requests, then 200.
+- ``/reset/K?fails=N``: the first N requests send half their body, then close.
+- ``/slow/K?s=T``: waits T seconds, then 200.
+- ``/big?size=N&chunked=1``: N bytes, with Content-Length or chunked without it.
+- ``/status/S``: status S.
+- ``/redirect/K``: 302 to ``/ok/K``; ``/loop``: 302 to itself.
+- ``/hang/K``: never answers; records when the client closes the connection.
+- ``/latency/K?s=T&size=N``: waits T seconds, then N bytes (the benchmark).
+
+Every loop is bounded (``MAX_WAIT_S``), so a test that fails never hangs the server.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+MAX_WAIT_S = 20.0
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 2048  # listen() backlog: a thousand connections arrive at once
+
+
+class FaultServer:
+    """Start with ``FaultServer()``; stop with ``close()``.  ``url(path)`` is a full URL."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[tuple[float, str]] = []  # (time, path)
+        self.counts: dict[str, int] = {}
+        self.connections = 0
+        self.hanging = 0  # /hang requests whose client has not closed yet
+        self.closed_at: list[float] = []  # when each /hang client closed
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with server.lock:
+                    server.connections += 1
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                server.handle(self)
+
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def count(self, path: str) -> int:
+        with self.lock:
+            return self.counts.get(path, 0)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+    # -- handlers ------------------------------------------------------------------
+
+    def handle(self, h: BaseHTTPRequestHandler) -> None:
+        parts = urlsplit(h.path)
+        q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        path = parts.path
+        with self.lock:
+            n = self.counts[path] = self.counts.get(path, 0) + 1
+            self.requests.append((time.monotonic(), path))
+        kind = path.split("/")[1]
+        if kind == "ok":
+            self.send(h, 200, path.encode() * 1, int(q.get("size", 0)))
+        elif kind == "flaky":
+            if n <= int(q.get("fails", 1)):
+                self.send(h, int(q.get("status", 503)), b"busy", 4)
+            else:
+                self.send(h, 200, b"ok", 2)
+        elif kind == "reset":
+            if n <= int(q.get("fails", 1)):
+                h.send_response(200)
+                h.send_header("Content-Length", "1000")
+                h.end_headers()
+                h.wfile.write(b"x" * 500)
+                h.wfile.flush()
+                h.close_connection = True
+                h.connection.shutdown(socket.SHUT_RDWR)
+            else:
+                self.send(h, 200, b"whole", 5)
+        elif kind == "slow":
+            time.sleep(min(float(q.get("s", 1)), MAX_WAIT_S))
+            self.send(h, 200, b"late", 4)
+        elif kind == "latency":
+            time.sleep(float(q.get("s", 0.02)))
+            self.send(h, 200, b"b", int(q.get("size", 16384)))
+        elif kind == "big":
+            self.send(h, 200, b"z", int(q["size"]), chunked=q.get("chunked") == "1")
+        elif kind == "status":
+            self.send(h, int(path.split("/")[2]), b"status", 6)
+        elif kind == "redirect":
+            self.redirect(h, "/ok/" + path.split("/", 2)[2] + "?size=3")
+        elif kind == "loop":
+            self.redirect(h, "/loop")
+        elif kind == "hang":
+            self.hang(h)
+        else:
+            self.send(h, 404, b"?", 1)
+
+    @staticmethod
+    def send(h: BaseHTTPRequestHandler, status: int, unit: bytes, size: int, chunked: bool = False) -> None:
+        body = (unit * (size // max(len(unit), 1) + 1))[:size]
+        h.send_response(status)
+        if chunked:
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            for i in range(0, len(body), 4096):
+                piece = body[i : i + 4096]
+                try:
+                    h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                except OSError:  # the client stopped reading (max_bytes)
+                    h.close_connection = True
+                    return
+            h.wfile.write(b"0\r\n\r\n")
+            return
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        try:
+            h.wfile.write(body)
+        except OSError:
+            h.close_connection = True
+
+    @staticmethod
+    def redirect(h: BaseHTTPRequestHandler, to: str) -> None:
+        h.send_response(302)
+        h.send_header("Location", to)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    def hang(self, h: BaseHTTPRequestHandler) -> None:
+        with self.lock:
+            self.hanging += 1
+        sock = h.connection
+        deadline = time.monotonic() + MAX_WAIT_S
+        poller = select.poll()  # not select(): a thousand connections pass fd 1024
+        poller.register(sock, select.POLLIN | select.POLLHUP)
+        try:
+            while time.monotonic() < deadline:
+                if poller.poll(250) and not sock.recv(1, socket.MSG_PEEK):  # wakes at once on a close
+                    break  # the client closed the connection
+        except OSError:
+            pass
+        with self.lock:
+            self.hanging -= 1
+            self.closed_at.append(time.monotonic())
+        h.close_connection = True
