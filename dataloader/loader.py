@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import threading
 import time
 import weakref
@@ -19,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.autotune import resolve_auto
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
 from dataloader._engine.iterator import EpochIterator
@@ -29,7 +29,6 @@ from dataloader._engine.resume import Resumer
 from dataloader._engine.seed import base_seed
 from dataloader._engine.stats import EpochStats, LoaderStats
 from dataloader.collate import default_collate, default_convert
-from dataloader.dataset import IterableDataset
 from dataloader.io.asyncds import check_dataset_kind
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
@@ -158,7 +157,7 @@ class DataLoader(Generic[T_co]):
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
     ) -> None:
-        auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, _is_iterable_dataset(dataset))
+        auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, is_iterable_dataset(dataset))
         opts = LoaderOptions(
             batch_size=batch_size, shuffle=shuffle, num_workers=auto_workers, pin_memory=pin_memory,
             drop_last=drop_last, timeout=timeout, prefetch_factor=prefetch_factor,
@@ -169,7 +168,7 @@ class DataLoader(Generic[T_co]):
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
         self.dataset = dataset
-        self._iterable = _is_iterable_dataset(dataset)
+        self._iterable = is_iterable_dataset(dataset)
         self._async_loop: Any = None
         if check_dataset_kind(dataset):  # an AsyncDataset: coroutines on a loop of its own
             from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
@@ -397,11 +396,3 @@ class DataLoader(Generic[T_co]):
             f"num_workers={self.num_workers}, prefetch_depth={self.prefetch_depth}, "
             f"item_concurrency={self.item_concurrency})"
         )
-
-
-def _is_iterable_dataset(dataset: Any) -> bool:
-    """Ours or torch's ``IterableDataset`` (torch's only if torch is imported already)."""
-    if isinstance(dataset, IterableDataset):
-        return True
-    tud = sys.modules.get("torch.utils.data")
-    return tud is not None and isinstance(dataset, tud.IterableDataset)

@@ -10,6 +10,7 @@ Public through :mod:`dataloader.dataset`; see its docstring for the dataset prot
 from __future__ import annotations
 
 import bisect
+import sys
 from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any, Generic, TypeVar, cast
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from dataloader._datasets.concat import concat_items
 
-__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset"]
+__all__ = ["ChainDataset", "ConcatDataset", "Dataset", "IterableDataset", "is_iterable_dataset"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -161,3 +162,11 @@ class ConcatDataset(Dataset[T_co]):
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> Sequence[Any]:
         """Items ``indices`` (list of ints or 1-D int64 array) in order; see ``concat_items``."""
         return concat_items(self.datasets, self._starts, self._ends, indices)
+
+
+def is_iterable_dataset(dataset: Any) -> bool:
+    """Ours or torch's ``IterableDataset`` (torch's only if torch is imported already)."""
+    if isinstance(dataset, IterableDataset):
+        return True
+    tud = sys.modules.get("torch.utils.data")
+    return tud is not None and isinstance(dataset, tud.IterableDataset)
