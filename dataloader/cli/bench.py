@@ -192,9 +192,9 @@ def run(args: argparse.Namespace) -> int:
     line = f"{'median':>6}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
     if args.baseline:
         bmed = statistics.median(r for r, _ in base)
-        line += (
-            f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {med / bmed:>5.2f}x"
-        )
+        # the median of the per-epoch ratios (each epoch ran beside its own baseline run)
+        ratio = statistics.median(o[0] / b[0] for o, b in zip(ours, base))
+        line += f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {ratio:>5.2f}x"
     print(line)
     stats = loader.stats
     assert stats is not None
