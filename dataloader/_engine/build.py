@@ -14,8 +14,9 @@ re-raises for that batch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from dataloader import _context
@@ -77,10 +78,18 @@ def no_stop_iteration(exc: BaseException, who: str, doing: str) -> BaseException
 
 
 def _without_engine_frames(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` past its leading frames of ``dataloader._engine`` (the user's frames stay)."""
-    while tb is not None and tb.tb_next is not None and str(
-        tb.tb_frame.f_globals.get("__name__", "")
-    ).startswith("dataloader._engine."):
+    """``tb`` past its leading entries that are frames still running on this thread (the
+    worker's own loop: the user's frames, and any finished frame, stay).
+
+    Only frame identities are compared: reading another thread's frame (a lane's) while it
+    is torn down is a data race inside CPython on free-threaded builds.
+    """
+    running = set()
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        running.add(id(frame))
+        frame = frame.f_back
+    while tb is not None and tb.tb_next is not None and id(tb.tb_frame) in running:
         tb = tb.tb_next
     return tb
 
