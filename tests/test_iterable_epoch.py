@@ -20,6 +20,7 @@ import pytest
 
 from conftest import collect
 from dataloader import DataLoader, IterableDataset, get_worker_info
+from _iterators import Resumable
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -270,20 +271,6 @@ def test_an_error_from_iter_dataset_is_raised_then_the_epoch_ends(num_workers):
     loader.close()
 
 
-class Resumable:
-    """A (broken) iterator that raises StopIteration once, then yields again."""
-
-    def __init__(self):
-        self.i = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        self.i += 1
-        if self.i == 6 or self.i > 11:
-            raise StopIteration
-        return self.i
 
 
 class ResumableDataset(IterableDataset):

@@ -27,6 +27,7 @@ tud = pytest.importorskip("torch.utils.data")
 
 import dataloader as ours  # noqa: E402
 from _torch_helpers import run as run_epoch  # noqa: E402
+from _iterators import Resumable  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -336,18 +337,6 @@ def test_iterable_without_sharding_duplicates_like_torch(num_workers):
         assert_same(a, b)  # even the order: worker 0, 1, ... in turn
 
 
-class Resumable:
-    def __init__(self):
-        self.i = 0
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        self.i += 1
-        if self.i == 6 or self.i > 11:
-            raise StopIteration
-        return self.i
 
 
 @pytest.mark.parametrize("num_workers", [0, 1])
