@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import email.utils
 import errno
+import os
 import threading
 from datetime import datetime, timezone
 from typing import Any
@@ -173,7 +174,10 @@ class HttpDataset(AsyncDataset[bytes]):
         self.max_connections = max_connections
         self.locations = Locations(locations).bind("url", _check_url)
         self._lock = threading.Lock()
-        self._sessions: dict[Any, Any] = {}  # event loop -> aiohttp.ClientSession
+        self._pid = os.getpid()
+        # event loop -> aiohttp.ClientSession; after fork() the parent's stay here, never used
+        # (their connections are the parent's) nor closed (nor warned about by the collector).
+        self._sessions: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         return len(self.locations)
@@ -192,11 +196,16 @@ class HttpDataset(AsyncDataset[bytes]):
                 raise TimeoutError(str(exc)) from None
             raise TimeoutError(f"{url}: not fetched within timeout_s={self.timeout_s}") from None
 
+    def _mutex(self) -> threading.Lock:
+        if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
+            self._lock, self._pid = threading.Lock(), os.getpid()
+        return self._lock
+
     def _session(self) -> Any:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        with self._lock:
+        with self._mutex():
             session = self._sessions.get(loop)
             if session is None or session.closed:
                 import aiohttp  # lazy: an optional dependency, on first use
@@ -245,7 +254,7 @@ class HttpDataset(AsyncDataset[bytes]):
         import asyncio
 
         loop = asyncio.get_running_loop()
-        with self._lock:
+        with self._mutex():
             session = self._sessions.pop(loop, None)
         if session is not None:
             await session.close()
