@@ -104,14 +104,14 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
         raise ValueError(f"{url}: redirect to an invalid URL {resp.headers['Location']!r} ({exc})") from None
     origin = yarl.URL(url)
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
-        exc = PermissionError(
+        refused = PermissionError(
             errno.EACCES,
             f"{url}: HTTP {resp.status} redirect to {target} refused: redirects are followed only to "
             f"the same scheme, host and port ({origin.origin()})",
             url,
         )
-        exc.status = resp.status  # type: ignore[attr-defined]
-        raise exc
+        refused.status = resp.status  # type: ignore[attr-defined]
+        raise refused
     return str(target)
 
 
