@@ -14,10 +14,10 @@ import os
 import sys
 import threading
 import time
-import warnings
 
 import pytest
 
+from _fork import fork_and_wait
 from dataloader import AsyncDataset, DataLoader
 from dataloader._engine.async_loop import ASYNC_THREAD_NAME
 
@@ -39,35 +39,17 @@ class Squares(AsyncDataset):
 
 
 def run_forked(child) -> int:
-    """``child()`` in a forked child, its return value the exit status (99 if it raised, or if
-    the collector reported an unraisable error, such as an unclosed loop's ResourceWarning)."""
-    with warnings.catch_warnings():
-        # 3.12+: "This process is multi-threaded, use of fork() may lead to deadlocks in the
-        # child" -- exactly what the loop must survive.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 99
+    """``child()`` in a forked child, its return value the exit status; 98 if the collector
+    reported an unraisable error there (an unclosed loop's or session's ResourceWarning)."""
+
+    def checked():
         unraisable = []
         sys.unraisablehook = unraisable.append
-        try:
-            code = child()
-            gc.collect()
-            if unraisable:
-                code = 98
-        except BaseException as exc:
-            print("child failed:", repr(exc), file=sys.stderr, flush=True)
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError("the forked child hung")
+        code = child()
+        gc.collect()
+        return 98 if unraisable and code == 0 else code
+
+    return fork_and_wait(checked, WAIT_S)
 
 
 def batches(loader):

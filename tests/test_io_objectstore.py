@@ -77,14 +77,15 @@ def test_keys_never_leave_the_bucket():
 # -- a local S3 server (moto) -----------------------------------------------------------
 
 
-class Fault503Proxy:
-    """Forwards to ``upstream``; answers 503 to the first ``fails[path]`` GETs of a path."""
+class LocalServer:
+    """A threaded HTTP/1.1 server on 127.0.0.1: counts the GETs of each path in ``gets``,
+    answers 503 to the first ``fails[path]`` of them, and the others with ``answer``."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self) -> None:
         self.fails: dict[str, int] = {}
         self.gets: dict[str, int] = {}
         self.lock = threading.Lock()
-        proxy = self
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -93,40 +94,58 @@ class Fault503Proxy:
                 pass
 
             def do_GET(self):  # noqa: N802
-                path = self.path.split("?")[0]
-                with proxy.lock:
-                    n = proxy.gets[path] = proxy.gets.get(path, 0) + 1
-                    inject = n <= proxy.fails.get(path, 0)
+                path = server.path_of(self.path)
+                with server.lock:
+                    n = server.gets[path] = server.gets.get(path, 0) + 1
+                    inject = n <= server.fails.get(path, 0)
                 if inject:
                     self.send_response(503)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                conn = http.client.HTTPConnection(*upstream, timeout=10)
-                try:
-                    conn.request("GET", self.path, headers=dict(self.headers))
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                server.answer(self, path)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
+        self.endpoint = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
+
+    def path_of(self, target: str) -> str:
+        return target.split("?")[0]
+
+    def answer(self, h: BaseHTTPRequestHandler, path: str) -> None:
+        raise NotImplementedError
 
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(5)
+
+
+class Fault503Proxy(LocalServer):
+    """Forwards to ``upstream``; answers 503 to the first ``fails[path]`` GETs of a path."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        super().__init__()
+
+    def answer(self, h, path):
+        conn = http.client.HTTPConnection(*self.upstream, timeout=10)
+        try:
+            conn.request("GET", h.path, headers=dict(h.headers))
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        h.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                h.send_header(k, v)
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
 
 
 def _moto_server_or_skip():
@@ -224,50 +243,29 @@ def test_a_local_store_given_by_the_caller(tmp_path):
     assert out[2][0] == "error" and out[2][1][0] == "FileNotFoundError" and "d/c.bin" in out[2][1][1][1]
 
 
-class FakeCloud:
+class FakeCloud(LocalServer):
     """GETs of ``/{bucket}/{key}`` (the key percent-decoded: GCS sends ``a%2Fb``) answered
     from ``objects`` with the headers object_store needs (ETag, Last-Modified), 404 when
     absent; the first ``fails[key]`` GETs of a key get a 503.  ``gets`` counts per key."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
-        self.fails: dict[str, int] = {}
-        self.gets: dict[str, int] = {}
-        self.lock = threading.Lock()
-        cloud = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def path_of(self, target):
+        return urllib.parse.unquote(target.split("?")[0])
 
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):  # noqa: N802
-                key = urllib.parse.unquote(self.path.split("?")[0])
-                with cloud.lock:
-                    n = cloud.gets[key] = cloud.gets.get(key, 0) + 1
-                    inject = n <= cloud.fails.get(key, 0)
-                    data = cloud.objects.get(key)
-                status = 503 if inject else 404 if data is None else 200
-                self.send_response(status)
-                if status == 200:
-                    self.send_header("ETag", f'"{len(data)}"')
-                    self.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
-                self.send_header("Content-Length", str(len(data) if status == 200 else 0))
-                self.end_headers()
-                if status == 200:
-                    self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
+    def answer(self, h, path):
+        with self.lock:
+            data = self.objects.get(path)
+        h.send_response(404 if data is None else 200)
+        if data is not None:
+            h.send_header("ETag", f'"{len(data)}"')
+            h.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
+        h.send_header("Content-Length", str(0 if data is None else len(data)))
+        h.end_headers()
+        if data is not None:
+            h.wfile.write(data)
 
 
 @pytest.fixture
