@@ -156,7 +156,8 @@ class Fetcher(Builder):
     built as it refuses ``async def __getitem__``) fails that item with ``TypeError``, as
     if ``__getitem__`` had raised it, and is closed if it is a coroutine.  Every item is checked, not only a batch's first: a dataset may return a
     coroutine for some indices only (a cache miss).  The check reads one C type slot
-    (``_native._awaitable``), about 13 ns an item on 3.11.
+    (``_native._awaitable``): free items cost 13 ns more each on 3.11 and 34 ns on
+    3.13t (3.3 and 8.6 us a batch of 256, +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
     """
 
     __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems")

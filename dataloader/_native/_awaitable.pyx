@@ -7,9 +7,10 @@ every item, so it reads the C slot that makes an object awaitable
 (``tp_as_async->am_await``: coroutines, ``asyncio.Future``, any class with
 ``__await__``) instead of ``inspect.isawaitable`` or ``hasattr(type(x),
 "__await__")``, which cost 150-180 ns an item on 3.11 (an ``isinstance`` against
-``collections.abc.Awaitable``, or an ``AttributeError`` made and dropped): here
-about 13 ns an item through ``is_awaitable`` and under 1 ns an item in
-``first_awaitable``'s loop over a list.
+``collections.abc.Awaitable``, or an ``AttributeError`` made and dropped): here a
+call of ``is_awaitable`` from the Fetcher costs about 13 ns on 3.11 and 34 ns on
+3.13t (the call itself; measured on free items, 256 a batch), and
+``first_awaitable`` about 2 ns an item of a list.
 
 The one awaitable without the slot is a generator made by ``@types.coroutine``
 (its code has ``CO_ITERABLE_COROUTINE``); an exact generator is asked about that
@@ -48,8 +49,8 @@ def is_awaitable(object x):
 def first_awaitable(list items):
     """The position of the first awaitable in ``items``, or -1 when there is none."""
     cdef Py_ssize_t i = 0
-    for x in items:
-        if _awaitable(x):
+    while i < len(items):  # read again each time: the list may shrink meanwhile
+        if _awaitable(items[i]):
             return i
         i += 1
     return -1
