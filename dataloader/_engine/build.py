@@ -20,8 +20,13 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from dataloader import _context
+from dataloader._collation.default import collate_columns, default_collate
+from dataloader._datasets.array import ArrayDataset
+from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import check_item_count
+from dataloader._indices import as_index_array
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._native._rowcopy import take_columns
 from dataloader._native._stats import Recorder
 
 __all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
@@ -122,7 +127,9 @@ class Builder:
         ``rec`` (the calling thread's own) gets the batch's stage times; a batch
         that failed counts as fetching until the failure.
         """
-        saved = _context._swap_epoch_key(self._epoch_key)
+        local = _context._local
+        saved = local.epoch_key
+        local.epoch_key = self._epoch_key
         rec.start()
         try:
             return self._build(item, rec)
@@ -133,7 +140,7 @@ class Builder:
             rec.failed()
             return Failure(exc)
         finally:
-            _context._set_epoch_key(saved)
+            local.epoch_key = saved
 
     def _build(self, item: Any, rec: Recorder) -> Any:
         raise NotImplementedError
@@ -151,7 +158,7 @@ class Fetcher(Builder):
         item_concurrency: lanes per batch (>= 1).
     """
 
-    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems")
+    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native")
 
     def __init__(
         self,
@@ -169,9 +176,16 @@ class Fetcher(Builder):
         self._lanes = lanes
         self._k = item_concurrency
         self._getitems = getattr(dataset, "__getitems__", None)
+        # The native batch path: an ArrayDataset (not a subclass) collated by default_collate,
+        # no transform, one lane.  Same batches as __getitems__ + default_collate, without the
+        # BatchedItems in between (docs/benchmarks.md, "Per-batch overhead").
+        self._native = (type(dataset) is ArrayDataset and auto_collation and transform is None
+                        and collate_fn is default_collate and item_concurrency == 1)
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
         items: Any
+        if self._native and (out := self._native_batch(indices, rec)) is not None:
+            return out
         if not self._auto:
             items = self.fetch_item(indices)
         elif self._k > 1 and self._lanes is not None:
@@ -186,34 +200,68 @@ class Fetcher(Builder):
                 rec.done()
                 return out
         else:
-            items = [self.fetch_item(i) for i in indices]
+            items = self._fetch_all(indices)
         rec.fetched()
         out = self._collate(items)
         rec.done()
         return out
 
+    def _native_batch(self, indices: Any, rec: Recorder) -> Any:
+        """The batch of an ``ArrayDataset`` whose columns are all native, or None (then the
+        general path runs: ``__getitems__``, ``default_collate``)."""
+        idx = as_index_array(indices)
+        columns = take_columns(self._dataset.arrays, idx)
+        if columns is None:
+            return None
+        rec.fetched()
+        n = len(idx)
+        out = collate_columns(columns, n)
+        if out is None:  # not numeric (a structured dtype), or collation rules changed
+            out = self._collate(BatchedItems._of(columns, n))
+        rec.done()
+        return out
+
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
-        saved = _context._swap_index(index)
+        local = _context._local
+        saved = local.index
+        local.index = index
         try:
             item = self._dataset[index]
             if self._transform is not None:
                 item = self._transform(item)
             return item
         finally:
-            _context._set_index(saved)
+            local.index = saved
+
+    def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
+        """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
+        per-item cost counts ``batch_size`` times a batch; see docs/benchmarks.md)."""
+        local = _context._local
+        saved = local.index
+        dataset, transform = self._dataset, self._transform
+        items = []
+        try:
+            for index in indices:
+                local.index = index
+                item = dataset[index]
+                items.append(item if transform is None else transform(item))
+        finally:
+            local.index = saved
+        return items
 
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
-        out = []
         transform = self._transform
         assert transform is not None
-        saved = _context._swap_index(None)
+        local = _context._local
+        saved = local.index
         try:
+            out = []
             for index, item in zip(indices, items):
-                _context._set_index(index)
+                local.index = index
                 out.append(transform(item))
         finally:
-            _context._set_index(saved)
+            local.index = saved
         return out
 
 

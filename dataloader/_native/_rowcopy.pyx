@@ -307,6 +307,22 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
             C-contiguous or holds objects.
         TypeError: ``indices`` is not a 1-D native int64 array.
     """
+    return _take_rows(source, indices, out)
+
+
+def take_columns(tuple arrays not None, cnp.ndarray indices not None):
+    """``tuple(take_rows(a, indices) for a in arrays)``, or None when ``can_take`` refuses one.
+
+    One call for a whole ``ArrayDataset`` batch: the loop and its checks run in C (the
+    Python loop it replaces cost ~1.7 us a batch on 3.13t).  Raises what ``take_rows`` does.
+    """
+    for a in arrays:
+        if not (cnp.PyArray_Check(a) and _plain(<cnp.ndarray>a)):
+            return None
+    return tuple([_take_rows(<cnp.ndarray>a, indices, None) for a in arrays])
+
+
+cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     if not _plain(source):
         raise ValueError("source must be a C-contiguous array of at least 1 dimension "
                          f"without Python objects, got dtype={source.dtype}")
