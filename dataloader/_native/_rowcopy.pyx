@@ -6,7 +6,7 @@ picks one), and the same in-memory kernel for NumPy arrays (``take_rows``, which
 ``ArrayDataset`` gathers C-contiguous columns with):
 
 * mapped: one ``memcpy`` per row (per run of consecutive rows when there are
-  no labels) from a read-only mapping, with software prefetch of the rows 16
+  no labels) from a read-only mapping, with software prefetch of the rows 32
   positions ahead: rows of a shuffled batch are scattered in memory, and
   waiting for each row's cache misses in turn is what a plain loop (or
   NumPy's fancy index) spends most of its time on.  No system call per row, so a page-cached file is gathered at memory
@@ -87,9 +87,11 @@ cdef int _call_gather_mapped(void* arg) noexcept nogil:
 # batch 256, shuffled; 2-core VM, 3.11, load ~5.5), us a batch vs NumPy's
 # x[idx] at 18-21 us: hint 0 (prefetchnta) and 8 rows 16.7, the first and last
 # line only 16-18; hint 1: 8 rows 9.0-9.6, 16 rows 7.6-9.6; hint 2: 8.2-10.6;
-# hint 3: 10.1-11.1.  4 rows ahead was no better than 8 with hint 0.
+# hint 3: 10.1-11.1.  4 rows ahead was no better than 8 with hint 0.  Later (3.13t, load
+# 5-7, 6 interleaved pairs): 32 rows ahead, the first 32 prefetched before the loop,
+# 10.0-10.4 against 16 rows' 10.4-10.9; 64 rows no better than 32.
 cdef enum:
-    PREFETCH_ROWS = 16
+    PREFETCH_ROWS = 32
     CACHE_LINE_BYTES = 64
     PREFETCH_BYTES = 1024
     # Bounce buffer for runs of consecutive rows with labels (bytes): one
@@ -145,6 +147,11 @@ cdef int gather_mapped(
     cdef Py_ssize_t k = 0, run = 1
     cdef int64_t row, ahead
     cdef const char* src
+    for k in range(PREFETCH_ROWS if PREFETCH_ROWS < count else count):
+        ahead = indices[k]  # the rows the loop below does not prefetch
+        if <unsigned long long>ahead < <unsigned long long>n:
+            _prefetch_row(data + ahead * row_bytes, row_bytes)
+    k = 0
     while k < count:
         row = indices[k]
         if <unsigned long long>row >= <unsigned long long>n:
