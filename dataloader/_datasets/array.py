@@ -80,9 +80,9 @@ class ArrayDataset(Dataset[tuple]):
         """
         idx = as_index_array(indices)
         if out is None:
-            columns = take_columns(self.arrays, idx)  # None unless every array is native
-            if columns is not None:
-                return BatchedItems._of(columns, len(idx))
+            native = take_columns(self.arrays, idx)  # None unless every array is native
+            if native is not None:
+                return BatchedItems._of(native, len(idx))
             return BatchedItems(tuple(_take(a, idx, None) for a in self.arrays))
         if not isinstance(out, (tuple, list)):
             raise TypeError(f"out must be a tuple or list of arrays, got {type(out).__name__}")
