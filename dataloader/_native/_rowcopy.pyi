@@ -4,6 +4,8 @@ The ``.ndf`` kernels are ``cdef ... noexcept nogil`` functions cimported by ``_g
 ``take_rows`` runs the in-memory one on NumPy arrays (``ArrayDataset``).
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
@@ -12,5 +14,5 @@ def take_rows(
     source: np.ndarray, indices: npt.NDArray[np.int64], out: np.ndarray | None = None
 ) -> np.ndarray: ...
 def take_columns(
-    arrays: tuple[np.ndarray, ...], indices: npt.NDArray[np.int64]
+    arrays: Sequence[np.ndarray], indices: npt.NDArray[np.int64]
 ) -> tuple[np.ndarray, ...] | None: ...
