@@ -24,8 +24,8 @@ from dataloader._collation.default import collate_columns, default_collate
 from dataloader._datasets.array import ArrayDataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import check_item_count
-from dataloader._indices import as_index_array
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._indices import as_index_array
 from dataloader._native._rowcopy import take_columns
 from dataloader._native._stats import Recorder
 
