@@ -16,7 +16,18 @@ import numpy as np
 
 __all__ = ["WorkerInfo", "current_item_index", "epoch_seed", "get_worker_info", "item_rng"]
 
-_local = threading.local()
+
+class _Local(threading.local):
+    """This thread's loader context.  The class attributes are the defaults every thread
+    starts with, so a read never misses (``getattr`` with a default raises and catches an
+    ``AttributeError`` inside on a thread that never set the field)."""
+
+    worker: WorkerInfo | None = None
+    epoch_key: tuple[int, int] | None = None
+    index: Any = None
+
+
+_local = _Local()
 
 
 class WorkerInfo:
@@ -75,7 +86,7 @@ def get_worker_info() -> WorkerInfo | None:
 
     Thread-safety: each thread sees its own value.
     """
-    return getattr(_local, "worker", None)
+    return _local.worker
 
 
 def current_item_index() -> int | None:
@@ -84,7 +95,7 @@ def current_item_index() -> int | None:
     Set by the loader around ``__getitem__`` and ``transform`` calls (not around a
     batched ``__getitems__``), so error messages can name the failing item.
     """
-    return getattr(_local, "index", None)
+    return _local.index
 
 
 def epoch_seed(base_seed: int, epoch: int) -> int:
@@ -114,9 +125,9 @@ def item_rng(index: int | None = None) -> np.random.Generator:
         RuntimeError: ``index`` is None outside a loader's item processing.
         TypeError: ``index`` is not an int.
     """
-    epoch_key = getattr(_local, "epoch_key", None)
+    epoch_key = _local.epoch_key
     if index is None:
-        index = getattr(_local, "index", None)
+        index = _local.index
         if index is None or epoch_key is None:
             raise RuntimeError(
                 "item_rng() without an index only works while a DataLoader processes an item; "
@@ -145,20 +156,20 @@ def _set_index(index: int | None) -> None:
 
 def _swap_epoch_key(key: tuple[int, int] | None) -> tuple[int, int] | None:
     """Set this thread's epoch key; return the previous one (to restore it afterwards)."""
-    previous = getattr(_local, "epoch_key", None)
+    previous = _local.epoch_key
     _local.epoch_key = key
     return previous
 
 
 def _swap_index(index: int | None) -> int | None:
     """Set this thread's current item index; return the previous one (to restore it)."""
-    previous = getattr(_local, "index", None)
+    previous = _local.index
     _local.index = index
     return previous
 
 
 def _snapshot() -> tuple[Any, Any]:
-    return getattr(_local, "worker", None), getattr(_local, "epoch_key", None)
+    return _local.worker, _local.epoch_key
 
 
 def _restore(snapshot: tuple[Any, Any]) -> None:

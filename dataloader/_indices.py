@@ -6,6 +6,8 @@ import numpy as np
 
 __all__ = ["as_index_array"]
 
+_INT64 = np.dtype(np.int64)
+
 
 def as_index_array(indices: object) -> np.ndarray:
     """``indices`` as a 1-D int64 array (no copy when it already is one).
@@ -16,7 +18,9 @@ def as_index_array(indices: object) -> np.ndarray:
     Raises:
         TypeError: not integers (floats, bools, strings, objects) or not 1-D.
     """
-    if isinstance(indices, np.ndarray) and indices.dtype == np.int64 and indices.ndim == 1:
+    if isinstance(indices, np.ndarray) and indices.ndim == 1 and (
+        indices.dtype is _INT64 or indices.dtype == _INT64  # ``is``: the common case, ~4x cheaper
+    ):
         return indices
     arr = np.asarray(indices)
     if arr.size == 0 and arr.ndim == 1:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataloader import ArrayDataset
-from dataloader._native._rowcopy import can_take
+from dataloader._native._rowcopy import can_take, take_columns, take_rows
 
 N = 50
 
@@ -82,6 +82,27 @@ def test_random_indices_and_runs_match_numpy(idx, runs):
     cols = ArrayDataset(x, y).__getitems__(all_idx).columns
     _equal(cols[0], x[all_idx])
     _equal(cols[1], y[all_idx])
+
+
+@pytest.mark.parametrize("view", ["strided", "reversed", "big-endian"])
+def test_index_arrays_of_any_layout_are_gathered(view):
+    x = np.arange(N * 2.0).reshape(N, 2)
+    base = np.arange(N, dtype=np.int64)
+    idx = {"strided": base[::3], "reversed": base[::-2], "big-endian": base[5:9].astype(">i8")}[view]
+    _equal(ArrayDataset(x).__getitems__(idx).columns[0], x[idx])
+    _equal(take_rows(x, idx), x[idx])
+
+
+def test_take_columns_takes_any_sequence_of_arrays():
+    x, y = np.arange(N * 2.0).reshape(N, 2), np.arange(N)
+    idx = np.array([4, 0, -1])
+    got = take_columns([x, y], idx)
+    assert type(got) is tuple
+    _equal(got[0], x[idx])
+    _equal(got[1], y[idx])
+    assert take_columns([x, y[::-1]], idx) is None  # a column the kernel does not take
+    with pytest.raises(TypeError, match="indices must be a 1-D int64 array"):
+        take_columns([x], idx.astype(np.int32))
 
 
 def test_memmap_columns_are_gathered_natively(tmp_path):

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import RecordingDataset, collect
-from dataloader import IterableDataset, get_worker_info
+from dataloader import ArrayDataset, IterableDataset, get_worker_info
 from dataloader._engine import autotune
 from dataloader.loader import DataLoader
 
@@ -99,6 +99,37 @@ def test_any_worker_configuration_equals_the_sequential_loader(
     assert got == expected
     n_batches = n // batch_size if drop_last else -(-n // batch_size)
     assert len(expected) == n_batches  # never a short epoch: failed batches still count
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(
+    **{k: v for k, v in EPOCHS.items() if k not in ("fail", "slow")},
+    shuffle=st.booleans(),
+    num_workers=st.one_of(st.integers(0, 4), st.just("auto")),
+    prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
+    item_concurrency=st.integers(1, 3),  # 1: the native batch path (_engine/build.py), else lanes
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampler_order(
+    n, batch_size, drop_last, shuffle, num_workers, prefetch_depth, item_concurrency, seed
+):
+    shuffle = shuffle and n > 0
+    x = np.arange(n * 3, dtype=np.float64).reshape(n, 3) / 4
+    epoch = dict(batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed)
+    # The sampler's order, from the general per-item path (items [i, 2i]).
+    order = [v[:, 0] for _, v in collect(DataLoader(RecordingDataset(n), **epoch))]
+    with eager_autotune():
+        loader = DataLoader(
+            ArrayDataset(x, np.arange(n)), num_workers=num_workers, prefetch_depth=prefetch_depth,
+            item_concurrency=item_concurrency, **epoch,
+        )
+        got = collect(loader)
+        loader.close()
+    assert [kind for kind, _ in got] == ["batch"] * len(order)
+    for (_, (rows, ids)), idx in zip(got, order, strict=True):
+        assert ids.tolist() == idx.tolist()
+        assert rows.tobytes() == x[idx].tobytes() and rows.shape == (len(idx), 3)
 
 
 class BlockStream(IterableDataset):

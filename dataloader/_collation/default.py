@@ -303,10 +303,14 @@ def collate(batch: Sequence[Any], *, collate_fn_map: CollateFnMap | None = None)
         raise
 
 
-def _columns_fast(batch: BatchedItems) -> list[np.ndarray] | None:
-    if not len(batch) or default_collate_fn_map != _PRISTINE_MAP:
+def collate_columns(cols: Sequence[Any], n: int) -> list[np.ndarray] | None:
+    """``default_collate(BatchedItems(cols))`` when it is ``list(cols)`` (``n`` > 0 rows, numeric
+    NumPy columns, ``default_collate_fn_map`` as shipped), else None: collate the rows then.
+
+    Internal: ``default_collate`` and the loader's native batch path share this one rule.
+    """
+    if not n or default_collate_fn_map != _PRISTINE_MAP:
         return None
-    cols = batch.columns
     for c in cols:
         if not isinstance(c, np.ndarray) or c.ndim < 1 or c.dtype.kind not in _FAST_KINDS:
             return None
@@ -329,7 +333,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
         TypeError, RuntimeError, KeyError, ValueError, IndexError: see :func:`collate`.
     """
     if type(batch) is BatchedItems:
-        cols = _columns_fast(batch)
+        cols = collate_columns(batch.columns, len(batch))
         if cols is not None:
             return cols
     return collate(batch, collate_fn_map=default_collate_fn_map)

@@ -11,7 +11,7 @@ import numpy as np
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._indices import as_index_array
-from dataloader._native._rowcopy import can_take, take_rows
+from dataloader._native._rowcopy import can_take, take_columns, take_rows
 
 __all__ = ["ArrayDataset"]
 
@@ -80,6 +80,9 @@ class ArrayDataset(Dataset[tuple]):
         """
         idx = as_index_array(indices)
         if out is None:
+            native = take_columns(self.arrays, idx)  # None unless every array is native
+            if native is not None:
+                return BatchedItems._of(native, len(idx))
             return BatchedItems(tuple(_take(a, idx, None) for a in self.arrays))
         if not isinstance(out, (tuple, list)):
             raise TypeError(f"out must be a tuple or list of arrays, got {type(out).__name__}")

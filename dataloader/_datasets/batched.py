@@ -49,6 +49,15 @@ class BatchedItems(Sequence):
         self._columns = columns
         self._len = n
 
+    @classmethod
+    def _of(cls, columns: tuple[np.ndarray, ...], n: int) -> BatchedItems:
+        """A ``BatchedItems`` of ``columns``, a non-empty tuple of arrays of length ``n`` that
+        the caller made itself (``ArrayDataset``'s native gather), so nothing is checked."""
+        batch = object.__new__(cls)
+        batch._columns = columns
+        batch._len = n
+        return batch
+
     @property
     def columns(self) -> tuple[np.ndarray, ...]:
         """The stacked fields, each of shape ``(len(self), ...)``."""

@@ -20,9 +20,14 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from dataloader import _context
+from dataloader._collation.default import collate_columns, default_collate
+from dataloader._datasets.array import ArrayDataset
+from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import awaitable_item_error, check_item_count, check_items_not_awaitable
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._indices import as_index_array
 from dataloader._native._awaitable import is_awaitable
+from dataloader._native._rowcopy import take_columns
 from dataloader._native._stats import Recorder
 
 __all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
@@ -123,7 +128,9 @@ class Builder:
         ``rec`` (the calling thread's own) gets the batch's stage times; a batch
         that failed counts as fetching until the failure.
         """
-        saved = _context._swap_epoch_key(self._epoch_key)
+        local = _context._local
+        saved = local.epoch_key
+        local.epoch_key = self._epoch_key
         rec.start()
         try:
             return self._build(item, rec)
@@ -134,7 +141,7 @@ class Builder:
             rec.failed()
             return Failure(exc)
         finally:
-            _context._set_epoch_key(saved)
+            local.epoch_key = saved
 
     def _build(self, item: Any, rec: Recorder) -> Any:
         raise NotImplementedError
@@ -154,13 +161,14 @@ class Fetcher(Builder):
     An awaitable returned in place of an item (a plain ``__getitem__`` returning
     ``self.load(i)`` of an ``async def load``, which the loader cannot refuse when it is
     built as it refuses ``async def __getitem__``) fails that item with ``TypeError``, as
-    if ``__getitem__`` had raised it, and is closed if it is a coroutine.  Every item is checked, not only a batch's first: a dataset may return a
-    coroutine for some indices only (a cache miss).  The check reads one C type slot
-    (``_native._awaitable``): free items cost 13 ns more each on 3.11 and 34 ns on
-    3.13t (3.3 and 8.6 us a batch of 256, +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
+    if ``__getitem__`` had raised it, and is closed if it is a coroutine.  Every item is
+    checked, not only a batch's first: a dataset may return a coroutine for some indices
+    only (a cache miss).  The check reads one C type slot (``_native._awaitable``): free
+    items cost 13 ns more each on 3.11 and 34 ns on 3.13t (3.3 and 8.6 us a batch of 256,
+    +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
     """
 
-    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems")
+    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native")
 
     def __init__(
         self,
@@ -178,9 +186,16 @@ class Fetcher(Builder):
         self._lanes = lanes
         self._k = item_concurrency
         self._getitems = getattr(dataset, "__getitems__", None)
+        # The native batch path: an ArrayDataset (not a subclass) collated by default_collate,
+        # no transform, one lane.  Same batches as __getitems__ + default_collate, without the
+        # BatchedItems in between (docs/benchmarks.md, "Per-batch overhead").
+        self._native = (type(dataset) is ArrayDataset and auto_collation and transform is None
+                        and collate_fn is default_collate and item_concurrency == 1)
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
         items: Any
+        if self._native and (out := self._native_batch(indices, rec)) is not None:
+            return out
         if not self._auto:
             items = self.fetch_item(indices)
         elif self._k > 1 and self._lanes is not None:
@@ -198,15 +213,32 @@ class Fetcher(Builder):
                 rec.done()
                 return out
         else:
-            items = [self.fetch_item(i) for i in indices]
+            items = self._fetch_all(indices)
         rec.fetched()
         out = self._collate(items)
         rec.done()
         return out
 
+    def _native_batch(self, indices: Any, rec: Recorder) -> Any:
+        """The batch of an ``ArrayDataset`` whose columns are all native, or None (then the
+        general path runs: ``__getitems__``, ``default_collate``)."""
+        idx = as_index_array(indices)
+        columns = take_columns(self._dataset.arrays, idx)
+        if columns is None:
+            return None
+        rec.fetched()
+        n = len(idx)
+        out = collate_columns(columns, n)
+        if out is None:  # not numeric (a structured dtype), or collation rules changed
+            out = self._collate(BatchedItems._of(columns, n))
+        rec.done()
+        return out
+
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
-        saved = _context._swap_index(index)
+        local = _context._local
+        saved = local.index
+        local.index = index
         try:
             item = self._dataset[index]
             if is_awaitable(item):
@@ -215,19 +247,38 @@ class Fetcher(Builder):
                 item = self._transform(item)
             return item
         finally:
-            _context._set_index(saved)
+            local.index = saved
+
+    def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
+        """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
+        per-item cost counts ``batch_size`` times a batch; see docs/benchmarks.md)."""
+        local = _context._local
+        saved = local.index
+        dataset, transform = self._dataset, self._transform
+        items = []
+        try:
+            for index in indices:
+                local.index = index
+                item = dataset[index]
+                if is_awaitable(item):
+                    raise awaitable_item_error(dataset, item, "__getitem__", index)
+                items.append(item if transform is None else transform(item))
+        finally:
+            local.index = saved
+        return items
 
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
-        out = []
         transform = self._transform
         assert transform is not None
-        saved = _context._swap_index(None)
+        local = _context._local
+        saved = local.index
         try:
+            out = []
             for index, item in zip(indices, items):
-                _context._set_index(index)
+                local.index = index
                 out.append(transform(item))
         finally:
-            _context._set_index(saved)
+            local.index = saved
         return out
 
 

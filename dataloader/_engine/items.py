@@ -89,7 +89,8 @@ class MapItems:
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
-        return self._indices.__next__, functools.partial(self._fetch.build, rec=self._recs[0])
+        build, rec = self._fetch.build, self._recs[0]
+        return self._indices.__next__, lambda indices: build(indices, rec)  # cheaper than a partial's keyword
 
 
 class StreamItems:

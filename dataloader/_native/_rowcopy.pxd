@@ -26,8 +26,8 @@ cdef Py_ssize_t first_bad_index(
 # row_bytes: a mapped `.ndf` file, a NumPy array) into `out_x` (count * x_bytes:
 # the first x_bytes of each row) and `out_y` (count * y_bytes: the y_bytes after
 # them).  With y_bytes == 0, x_bytes must equal row_bytes, and runs of
-# consecutive indices are copied with one memcpy.  Rows 16 positions ahead are
-# prefetched.
+# consecutive indices are copied with one memcpy.  Rows 32 positions ahead are
+# prefetched (the first 32 before the loop).
 # Returns 0 or GATHER_BAD_INDEX (position in *bad; rows before it copied).
 cdef int gather_mapped(
     const char* data, int64_t n, Py_ssize_t row_bytes,

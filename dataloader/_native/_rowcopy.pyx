@@ -6,7 +6,7 @@ picks one), and the same in-memory kernel for NumPy arrays (``take_rows``, which
 ``ArrayDataset`` gathers C-contiguous columns with):
 
 * mapped: one ``memcpy`` per row (per run of consecutive rows when there are
-  no labels) from a read-only mapping, with software prefetch of the rows 16
+  no labels) from a read-only mapping, with software prefetch of the rows 32
   positions ahead: rows of a shuffled batch are scattered in memory, and
   waiting for each row's cache misses in turn is what a plain loop (or
   NumPy's fancy index) spends most of its time on.  No system call per row, so a page-cached file is gathered at memory
@@ -87,9 +87,11 @@ cdef int _call_gather_mapped(void* arg) noexcept nogil:
 # batch 256, shuffled; 2-core VM, 3.11, load ~5.5), us a batch vs NumPy's
 # x[idx] at 18-21 us: hint 0 (prefetchnta) and 8 rows 16.7, the first and last
 # line only 16-18; hint 1: 8 rows 9.0-9.6, 16 rows 7.6-9.6; hint 2: 8.2-10.6;
-# hint 3: 10.1-11.1.  4 rows ahead was no better than 8 with hint 0.
+# hint 3: 10.1-11.1.  4 rows ahead was no better than 8 with hint 0.  Later (3.13t, load
+# 5-7, 6 interleaved pairs): 32 rows ahead, the first 32 prefetched before the loop,
+# 10.0-10.4 against 16 rows' 10.4-10.9; 64 rows no better than 32.
 cdef enum:
-    PREFETCH_ROWS = 16
+    PREFETCH_ROWS = 32
     CACHE_LINE_BYTES = 64
     PREFETCH_BYTES = 1024
     # Bounce buffer for runs of consecutive rows with labels (bytes): one
@@ -145,6 +147,11 @@ cdef int gather_mapped(
     cdef Py_ssize_t k = 0, run = 1
     cdef int64_t row, ahead
     cdef const char* src
+    for k in range(PREFETCH_ROWS if PREFETCH_ROWS < count else count):
+        ahead = indices[k]  # the rows the loop below does not prefetch
+        if <unsigned long long>ahead < <unsigned long long>n:
+            _prefetch_row(data + ahead * row_bytes, row_bytes)
+    k = 0
     while k < count:
         row = indices[k]
         if <unsigned long long>row >= <unsigned long long>n:
@@ -291,8 +298,8 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
     Args:
         source: C-contiguous array of shape ``(n, ...)``, any dtype without Python
             objects (see ``can_take``).
-        indices: 1-D C-contiguous native int64 array of ``count`` rows; negative
-            indices count from the end, as in NumPy.
+        indices: 1-D int64 array of ``count`` rows (a strided or byte-swapped one is
+            copied first); negative indices count from the end, as in NumPy.
         out: ``None`` (a new array is returned) or an array of shape
             ``(count,) + source.shape[1:]`` and ``source.dtype``, C-contiguous and
             writeable, not overlapping ``source``.
@@ -305,16 +312,41 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
         ValueError: ``out`` has the wrong shape or dtype, is not C-contiguous or
             writeable, or overlaps ``source`` (named); ``source`` is not
             C-contiguous or holds objects.
-        TypeError: ``indices`` is not a 1-D native int64 array.
+        TypeError: ``indices`` is not a 1-D int64 array.
     """
+    return _take_rows(source, _index_array(indices), out)
+
+
+def take_columns(object arrays not None, cnp.ndarray indices not None):
+    """``tuple(take_rows(a, indices) for a in arrays)``, or None when ``can_take`` refuses one.
+
+    One call for a whole ``ArrayDataset`` batch (``arrays``: a sequence of arrays): the loop
+    and its checks run in C (the Python loop it replaces cost ~1.7 us a batch on 3.13t).
+    Raises what ``take_rows`` does.
+    """
+    arrays = tuple(arrays)
+    for a in arrays:
+        if not (cnp.PyArray_Check(a) and _plain(<cnp.ndarray>a)):
+            return None
+    indices = _index_array(indices)
+    return tuple([_take_rows(<cnp.ndarray>a, indices, None) for a in arrays])
+
+
+cdef cnp.ndarray _index_array(cnp.ndarray indices):
+    """``indices`` as the kernel reads them: 1-D C-contiguous aligned native int64."""
+    if cnp.PyArray_TYPE(indices) != cnp.NPY_INT64 or cnp.PyArray_NDIM(indices) != 1:
+        raise TypeError("indices must be a 1-D int64 array")
+    if (not cnp.PyArray_IS_C_CONTIGUOUS(indices) or not cnp.PyArray_ISALIGNED(indices)
+            or not cnp.PyArray_ISNOTSWAPPED(indices)):
+        return np.ascontiguousarray(indices, dtype=np.int64)  # a strided view: one copy
+    return indices
+
+
+cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
+    # ``indices`` went through _index_array.
     if not _plain(source):
         raise ValueError("source must be a C-contiguous array of at least 1 dimension "
                          f"without Python objects, got dtype={source.dtype}")
-    if (cnp.PyArray_TYPE(indices) != cnp.NPY_INT64 or cnp.PyArray_NDIM(indices) != 1
-            or not cnp.PyArray_IS_C_CONTIGUOUS(indices)
-            or not cnp.PyArray_ISALIGNED(indices)
-            or not cnp.PyArray_ISNOTSWAPPED(indices)):
-        raise TypeError("indices must be a 1-D C-contiguous native int64 array")
     cdef Py_ssize_t count = cnp.PyArray_DIM(indices, 0)
     cdef int64_t n = cnp.PyArray_DIM(source, 0)
     shape = (count,) + (<object>source).shape[1:]
