@@ -249,3 +249,34 @@ def test_auto_with_a_worker_init_fn_never_builds_inline(monkeypatch):
     assert threading.get_ident() not in {ident for ident, _ in seen}
     assert all(info is not None and info.id == 0 for _, info in seen) and started
     loader.close()
+
+
+@pytest.mark.timeout(30)
+def test_dropped_auto_epoch_wakes_its_gated_workers(monkeypatch):
+    # An "auto" epoch dropped without close() (a loop left by break) is closed by its
+    # finalizer: the workers waiting at the gate must leave at once, not when their wait
+    # slice ends (here made longer than the finalizer's bounded wait for them).
+    import gc
+    import sys
+
+    monkeypatch.setattr(autotune, "WAIT_SLICE_S", 60.0)
+    loader = DataLoader(ArrayDataset(np.arange(64, dtype=np.float32)), batch_size=4, num_workers="auto")
+    it = iter(loader)
+    next(it)  # inline: every worker waits at the gate
+    def gated():  # threads inside EpochTune.admit
+        found = 0
+        for frame in sys._current_frames().values():
+            while frame is not None:
+                found += frame.f_code is EpochTune.admit.__code__
+                frame = frame.f_back
+        return found
+
+    deadline = time.monotonic() + 5.0
+    while not gated() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert gated()
+    del it
+    gc.collect()
+    while gated() and time.monotonic() < deadline + 5.0:
+        time.sleep(0.001)
+    assert not gated()

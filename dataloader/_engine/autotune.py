@@ -137,10 +137,18 @@ class EpochTune:
                 self._cond.wait(WAIT_SLICE_S)
         return not window.cancelled
 
-    def wake(self) -> None:
-        """Wake every gated worker (the epoch is closing: they find it cancelled)."""
-        with self._cond:
-            self._cond.notify_all()
+    def wake(self, timeout_s: float = -1.0) -> None:
+        """Wake every gated worker (the epoch is closing: they find it cancelled).
+
+        ``timeout_s``: the most seconds to wait for the gate's lock (-1: no limit; 0: only
+        if it is free), for a finalizer, which may run on a thread that holds it: a worker
+        not woken finds the window cancelled at the end of its ``WAIT_SLICE_S`` wait.
+        """
+        if self._cond.acquire(timeout=timeout_s):
+            try:
+                self._cond.notify_all()
+            finally:
+                self._cond.release()
 
     def tick(self, delivered: int) -> None:
         """The consumer delivered its ``delivered``-th batch: decide at the end of a period."""

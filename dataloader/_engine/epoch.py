@@ -44,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataloader import _context
-from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune
 from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
@@ -130,17 +130,21 @@ def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
         window.leave()
 
 
-def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int) -> None:
+def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune: EpochTune | None) -> None:
     # An epoch dropped without close(): cancel, and wait (bounded) for the batches in
     # flight on the native window only, as close() does.  Never a Python lock a worker may
-    # hold, and no wait at all at interpreter shutdown (a frozen daemon thread never
-    # leaves), after fork() or on one of the pool's own threads.
+    # hold (the "auto" gate's only with a bounded wait, not at all on a worker thread), and
+    # no wait at all at interpreter shutdown (a frozen daemon thread never leaves), after
+    # fork() or on one of the pool's own threads.
     if os.getpid() != pid:
         return
     window.cancel()
     if sys.is_finalizing():
         return
-    if not pool.owns_current_thread():
+    on_worker = pool.owns_current_thread()
+    if tune is not None:  # gated workers leave now, not after their WAIT_SLICE_S wait
+        tune.wake(0.0 if on_worker else WAIT_SLICE_S)
+    if not on_worker:
         window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
     if owns_pool:
         pool.shutdown()
@@ -202,7 +206,7 @@ class Epoch(EpochIterator):
         own = pool if owns_pool else None
         self._own_pool = own
         # At exit the daemon threads simply stop.
-        self._finalizer = finalizer_not_at_exit(self, _finalize, self._window, pool, owns_pool, self._pid)
+        self._finalizer = finalizer_not_at_exit(self, _finalize, self._window, pool, owns_pool, self._pid, tune)
         if start_error is not None:
             self._exhausted = True
             self._window.finish()
