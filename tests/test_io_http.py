@@ -281,3 +281,18 @@ def test_redirects_are_followed_only_to_the_same_scheme_host_and_port(server):
         assert info.value.status == 302 and info.value.filename.endswith("/goto/e?to=" + elsewhere)
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "-1", "1.5", "garbage", "", "Mon, 32 Jan 2020 00:00:00 GMT"])
+def test_retry_after_that_is_not_ascii_seconds_nor_an_http_date_is_ignored(value):
+    from dataloader.io.http import _retry_after_s
+
+    assert _retry_after_s(value) is None
+
+
+def test_retry_after_seconds_of_any_size_are_a_number():
+    from dataloader.io.http import _retry_after_s
+
+    assert _retry_after_s(" 7 ") == 7.0
+    assert _retry_after_s("9" * 400) == float("inf")  # then capped by Retry.max_backoff_s
+    assert Retry(max_backoff_s=2.0).wait_s(1, type("E", (Exception,), {"retry_after_s": float("inf")})()) == 2.0

@@ -78,7 +78,7 @@ def _retry_after_s(value: str | None) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # RFC 9110's DIGIT is ASCII ("²".isdigit() too)
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
