@@ -7,6 +7,7 @@ import numpy as np
 __all__ = ["as_index_array"]
 
 _INT64 = np.dtype(np.int64)
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def as_index_array(indices: object) -> np.ndarray:
@@ -17,6 +18,8 @@ def as_index_array(indices: object) -> np.ndarray:
 
     Raises:
         TypeError: not integers (floats, bools, strings, objects) or not 1-D.
+        IndexError: an unsigned index over int64's range (named; a cast would wrap it to a
+            negative index, a row counted from the end).
     """
     if isinstance(indices, np.ndarray) and indices.ndim == 1 and (
         indices.dtype is _INT64 or indices.dtype == _INT64  # ``is``: the common case, ~4x cheaper
@@ -30,4 +33,6 @@ def as_index_array(indices: object) -> np.ndarray:
             "indices must be a flat sequence of ints or a 1-D integer array, "
             f"got dtype {arr.dtype} shape {arr.shape}"
         )
+    if arr.dtype.kind == "u" and arr.dtype.itemsize >= 8 and (top := int(arr.max())) > _INT64_MAX:
+        raise IndexError(f"index {top} is out of int64's range (it would wrap to {np.int64(np.uint64(top))})")
     return arr.astype(np.int64, copy=False)

@@ -195,3 +195,18 @@ def test_concurrent_gathers_from_threads():
 
     with ThreadPoolExecutor(4) as pool:  # a worker's exception is re-raised here
         assert list(pool.map(work, range(4))) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("bad", [2**63, 2**64 - 1])
+@pytest.mark.parametrize("num_workers", [0, "auto"])
+def test_unsigned_index_over_int64_range_is_named_not_wrapped(bad, num_workers):
+    # 2**64 - 1 cast to int64 is -1: the last row, silently.
+    from dataloader import DataLoader
+
+    ds = ArrayDataset(np.arange(N * 2, dtype=np.float32).reshape(N, 2))
+    with pytest.raises(IndexError, match=f"index {bad} is out of int64's range"):
+        ds.__getitems__(np.array([0, bad], dtype=np.uint64))
+    loader = DataLoader(ds, batch_sampler=[np.array([1, bad], dtype=np.uint64)], num_workers=num_workers)
+    with pytest.raises(IndexError, match=f"index {bad} "):
+        list(loader)
+    assert ds.__getitems__(np.array([1, N - 1], dtype=np.uint64)).columns[0][:, 0].tolist() == [2.0, 2.0 * (N - 1)]
