@@ -62,7 +62,8 @@ class DataLoader(Generic[T_co]):
             ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
         num_workers: worker threads; 0 builds every batch on the calling thread
             inside ``next()``.  Threads are created on the first epoch and kept.
-            ``"auto"`` (map-style datasets): start with one worker and admit more,
+            ``"auto"`` (map-style datasets): start inline (as 0; with a ``worker_init_fn``,
+            ``timeout`` or ``AsyncDataset``: one worker), then try 1, 2, ... workers,
             up to the CPUs this process may use (at most 16), while the consumer
             waits and throughput rises; the count settles within the first epoch
             and is kept (rules: ``dataloader._engine.autotune``).  Batches are the

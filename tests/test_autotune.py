@@ -252,6 +252,38 @@ def test_auto_with_a_worker_init_fn_never_builds_inline(monkeypatch):
 
 
 @pytest.mark.timeout(30)
+def test_auto_with_a_timeout_never_builds_inline_and_times_out_a_slow_batch(monkeypatch):
+    # A batch built inside next() cannot time out: with timeout= the epoch starts with a worker.
+    monkeypatch.setattr(autotune, "AUTO_PERIOD_S", 3600.0)
+    seen: list = []
+    loader = DataLoader(_recording_dataset(seen), batch_size=4, num_workers="auto", timeout=30)
+    assert [int(v) for b in loader for v in b] == list(range(64))
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    release = threading.Event()
+
+    class Stuck:
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            if i == 4:
+                release.wait(20)
+            return np.float64(i)
+
+    slow = DataLoader(Stuck(), batch_size=4, num_workers="auto", timeout=0.2)
+    it = iter(slow)
+    next(it)
+    try:
+        with pytest.raises(TimeoutError, match="0.2"):
+            next(it)
+    finally:
+        release.set()
+        it.close()
+        loader.close()
+        slow.close()
+
+
+@pytest.mark.timeout(30)
 def test_dropped_auto_epoch_wakes_its_gated_workers(monkeypatch):
     # An "auto" epoch dropped without close() (a loop left by break) is closed by its
     # finalizer: the workers waiting at the gate must leave at once, not when their wait

@@ -14,7 +14,8 @@ least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
 
 1. start with no active worker, the consumer building each batch inside
    ``next()`` as with ``num_workers=0`` ("inline"; only without a
-   ``worker_init_fn``, which inline batches would not run, and not for an
+   ``worker_init_fn``, which inline batches would not run, without a ``timeout``,
+   which a batch built inside ``next()`` cannot have, and not for an
    ``AsyncDataset``; else one worker), or with the count an earlier epoch settled on;
 2. the period after a change is skipped (the new worker ramps up);
 3. a period's throughput (batches/s) that beats the best seen by more than

@@ -134,9 +134,11 @@ class EpochPlan:
         """
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         start_error: BaseException | None = None
-        # num_workers="auto" may build batches on the consumer thread ("inline", autotune.py).
+        # num_workers="auto" may build batches on the consumer thread ("inline", autotune.py),
+        # not where that would skip what workers do: worker_init_fn, an AsyncDataset's event
+        # loop, a timeout (next() cannot time out a batch it builds itself).
         inline = (self.tuner is not None and not self.iterable and self.async_loop is None
-                  and self.worker_init_fn is None)
+                  and self.worker_init_fn is None and self.timeout_s == 0)
         stats = EpochStats(epoch_key[1], self.num_workers, inline)
         inline_build: Callable[[Any], Any] | None = None
         source: MapItems | StreamItems
