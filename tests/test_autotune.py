@@ -289,20 +289,29 @@ def test_dropped_auto_epoch_wakes_its_gated_workers(monkeypatch):
     # finalizer: the workers waiting at the gate must leave at once, not when their wait
     # slice ends (here made longer than the finalizer's bounded wait for them).
     import gc
-    import sys
 
     monkeypatch.setattr(autotune, "WAIT_SLICE_S", 60.0)
+    inside = [0]
+    lock = threading.Lock()
+    admit = EpochTune.admit
+
+    def counted_admit(self, worker_id, window):
+        with lock:
+            inside[0] += 1
+        try:
+            return admit(self, worker_id, window)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    def gated():  # threads inside EpochTune.admit
+        with lock:
+            return inside[0]
+
+    monkeypatch.setattr(EpochTune, "admit", counted_admit)
     loader = DataLoader(ArrayDataset(np.arange(64, dtype=np.float32)), batch_size=4, num_workers="auto")
     it = iter(loader)
     next(it)  # inline: every worker waits at the gate
-    def gated():  # threads inside EpochTune.admit
-        found = 0
-        for frame in sys._current_frames().values():
-            while frame is not None:
-                found += frame.f_code is EpochTune.admit.__code__
-                frame = frame.f_back
-        return found
-
     deadline = time.monotonic() + 5.0
     while not gated() and time.monotonic() < deadline:
         time.sleep(0.001)
