@@ -150,6 +150,30 @@ def test_headers_are_sent():
 
 
 @pytest.mark.timeout(60)
+def test_cookies_a_response_sets_are_not_sent_with_later_items():
+    seen = []
+
+    class Cookies(FaultServer):
+        def handle(self, h):
+            seen.append((h.path, h.headers.get("Cookie")))
+            h.send_response(200)
+            h.send_header("Set-Cookie", f"last={h.path.strip('/')}; Path=/")
+            h.send_header("Content-Length", "1")
+            h.end_headers()
+            h.wfile.write(b"c")
+
+    s = Cookies()
+    try:
+        # by host name: aiohttp keeps no cookies of an IP address anyway (127.0.0.1 in /etc/hosts)
+        urls = [f"http://localhost:{s.port}/{i}" for i in range(3)]
+        ds = HttpDataset(urls, headers={"Cookie": "given=1"}, retry=FAST)
+        assert fetch_all(ds) == [("batch", [b"c"])] * 3
+        assert seen == [(f"/{i}", "given=1") for i in range(3)]  # the header given, never the set ones
+    finally:
+        s.close()
+
+
+@pytest.mark.timeout(60)
 def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server):
     n = 1000
     urls = [server.url(f"/ok/c{i}?size=8") if i < 8 else server.url(f"/hang/{i}") for i in range(n)]
