@@ -28,6 +28,7 @@ if SANITIZE:
 NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_stats": ("c++", ["-std=c++17"]),
+    "_awaitable": ("c", []),
     "_rowcopy": ("c", []),
     "_gather": ("c", []),
     "_imgcopy": ("c", []),

@@ -26,6 +26,11 @@ Workloads (``--rows`` / ``--items`` shrink them; ``--quick`` = 100,000 rows, 2,0
   20,000 items, batch 64.  Baseline: a plain loop ``[ds[i] for i in batch]`` +
   ``numpy.asarray``.  Ours with 0, 1 and 2 workers; torch with 0 and 2 worker
   processes.
+* W4, images: 512 JPEGs of 256x256 (``_w4_data.py``, made from tests/data photos);
+  decode, ``RandomResizedCrop(224)``, horizontal flip, normalize, NCHW float32, batch
+  32.  Baseline: the same pipeline per item in Pillow + NumPy, sequential
+  (``_w4_data.reference_item``, as a torchvision user writes it).  Ours:
+  ``ImageFiles`` + ``Decode().then(...)`` + ``ImageCollator``.
 
 Ours run with 0, 1, 2 and ``"auto"`` workers (``"auto"`` settles in the warm-up
 epoch).  The contenders of one workload are timed round-robin: one warm-up epoch
@@ -48,6 +53,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -274,6 +280,44 @@ def w3(items: int, epochs: int, use_torch: bool) -> list[Row]:
     return interleaved(cs, epochs)
 
 
+# -- W4 ------------------------------------------------------------------------------------
+
+W4_SEED = 1234
+
+
+def w4(epochs: int) -> list[Row]:
+    """512 JPEGs of 256x256 (``_w4_data``): decode, RandomResizedCrop(224), flip, normalize, CHW."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _w4_data import BATCH, CROP_PX, MEAN, STD, make_jpegs, reference_item
+
+    from dataloader.image import Decode, ImageCollator, ImageFiles, RandomHorizontalFlip, RandomResizedCrop
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = make_jpegs(Path(tmp))
+
+        def reference_epoch() -> int:
+            n = 0
+            for s in range(0, len(paths), BATCH):
+                rows = range(s, min(s + BATCH, len(paths)))
+                n += len(np.stack([reference_item(paths[i], np.random.default_rng((W4_SEED, i))) for i in rows]))
+            return n
+
+        cs: list[Contender] = [("Pillow + NumPy per item, sequential", plain(reference_epoch), "baseline")]
+        dataset = ImageFiles(paths)
+
+        def make(w: int | str) -> DataLoader:
+            transform = Decode().then(RandomResizedCrop(CROP_PX)).then(RandomHorizontalFlip())
+            return DataLoader(
+                dataset, batch_size=BATCH, num_workers=w, seed=W4_SEED, transform=transform,
+                collate_fn=ImageCollator("NCHW", np.float32, MEAN, STD), persistent_workers=w != 0,
+            )
+
+        for w in WORKERS:
+            cs.append((f"dataloader ImageFiles + transform + ImageCollator, {w} workers",
+                       loader_contender(lambda w=w: make(w)), ""))
+        return interleaved(cs, epochs)
+
+
 # -- report --------------------------------------------------------------------------------
 
 
@@ -362,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="--rows 100000 --items 2000")
     p.add_argument(
-        "--only", default="W1,W2,W3", help="comma-separated workloads (default W1,W2,W3)"
+        "--only", default="W1,W2,W3,W4", help="comma-separated workloads (default W1,W2,W3,W4)"
     )
     p.add_argument("--no-torch", action="store_true", help="skip torch even when it is importable")
     args = p.parse_args(argv)
@@ -400,6 +444,11 @@ def main(argv: list[str] | None = None) -> int:
             "W3",
             f"W3: pure-Python items (~30 µs), {args.items:,} items, batch {BATCH_W3}",
             lambda: w3(args.items, args.epochs, use_torch),
+        ),
+        (
+            "W4",
+            "W4: 512 JPEGs of 256x256, decode + RandomResizedCrop(224) + flip + normalize, batch 32",
+            lambda: w4(args.epochs),
         ),
     ]
     results: dict[str, list[Row]] = {}

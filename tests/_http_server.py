@@ -8,7 +8,11 @@ Paths (``K`` is any key; counts are kept per path, on the server side):
 - ``/slow/K?s=T``: waits T seconds, then 200.
 - ``/big?size=N&chunked=1``: N bytes, with Content-Length or chunked without it.
 - ``/status/S``: status S.
-- ``/redirect/K``: 302 to ``/ok/K``; ``/loop``: 302 to itself.
+- ``/redirect/K``: 302 to ``/ok/K``; ``/loop``: 302 to itself; ``/goto/K?to=URL&status=S``:
+  S (302) to any URL (another server's, for the same-origin rule).
+- ``/busy/K?fails=N&status=S&after=A``: status S (503) with ``Retry-After: A`` for the first
+  N requests, then 200; ``after=date`` sends the HTTP date of the next whole second plus one,
+  and ``due[path]`` is when that date comes (``time.monotonic()`` clock).
 - ``/hang/K``: never answers; records when the client closes the connection.  One
   watcher thread polls every hung connection and records each close as the kernel
   reports it (a thread per connection, each polling its own socket and ending on its
@@ -21,6 +25,8 @@ Every loop is bounded (``MAX_WAIT_S``), so a test that fails never hangs the ser
 
 from __future__ import annotations
 
+import email.utils
+import math
 import select
 import socket
 import threading
@@ -47,6 +53,7 @@ class FaultServer:
         self.connections = 0
         self.hanging = 0  # /hang requests whose client has not closed yet
         self.closed_at: list[float] = []  # when each /hang client closed
+        self.due: dict[str, float] = {}  # /busy paths: when their Retry-After date comes (monotonic)
         self._hung: dict[int, tuple[socket.socket, threading.Event]] = {}  # fd -> (socket, closed)
         self._poller = select.poll()  # not select(): a thousand connections pass fd 1024
         self._stop = threading.Event()
@@ -129,6 +136,13 @@ class FaultServer:
             self.redirect(h, "/ok/" + path.split("/", 2)[2] + "?size=3")
         elif kind == "loop":
             self.redirect(h, "/loop")
+        elif kind == "goto":
+            self.redirect(h, q["to"], int(q.get("status", 302)))
+        elif kind == "busy":
+            if n <= int(q.get("fails", 1)):
+                self.busy(h, path, int(q.get("status", 503)), q.get("after", "1"))
+            else:
+                self.send(h, 200, b"ok", 2)
         elif kind == "hang":
             self.hang(h)
         else:
@@ -157,9 +171,21 @@ class FaultServer:
         except OSError:
             h.close_connection = True
 
+    def busy(self, h: BaseHTTPRequestHandler, path: str, status: int, after: str) -> None:
+        if after == "date":
+            when = math.floor(time.time()) + 2  # an HTTP date has whole seconds: 1 to 2 s away
+            with self.lock:
+                self.due[path] = time.monotonic() + (when - time.time())
+            after = email.utils.formatdate(when, usegmt=True)
+        h.send_response(status)
+        h.send_header("Retry-After", after)
+        h.send_header("Content-Length", "4")
+        h.end_headers()
+        h.wfile.write(b"busy")
+
     @staticmethod
-    def redirect(h: BaseHTTPRequestHandler, to: str) -> None:
-        h.send_response(302)
+    def redirect(h: BaseHTTPRequestHandler, to: str, status: int = 302) -> None:
+        h.send_response(status)
         h.send_header("Location", to)
         h.send_header("Content-Length", "0")
         h.end_headers()

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dataloader import ArrayDataset, DataLoader, IterableDataset
+from dataloader import ArrayDataset, DataLoader, IterableDataset, get_worker_info
 from dataloader._engine import autotune
 from dataloader._engine.autotune import AutoTuner, EpochTune, auto_max_workers
 
@@ -46,7 +46,7 @@ def period(tune, consumer, clock, delivered, batches_per_s, wait_share):
 
 def test_auto_admits_workers_while_the_consumer_waits_and_throughput_rises(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer)
+    tune = tuner.for_epoch(consumer, inline=False)
     assert tune.active == 1
     n = period(tune, consumer, clock, 0, 1000, 0.5)  # starved: admit worker 2
     assert tune.active == 2
@@ -59,19 +59,19 @@ def test_auto_admits_workers_while_the_consumer_waits_and_throughput_rises(clock
     assert tune.active == 2 and tuner.settled and tuner.active == 2
     period(tune, consumer, clock, n, 100, 0.9)  # settled: no more probing
     assert tune.active == 2
-    assert tuner.for_epoch(consumer).active == 2  # the next epoch starts settled
+    assert tuner.for_epoch(consumer, inline=False).active == 2  # the next epoch starts settled
 
 
 def test_auto_settles_when_the_consumer_does_not_wait(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer)
+    tune = tuner.for_epoch(consumer, inline=False)
     period(tune, consumer, clock, 0, 1000, 0.01)
     assert tune.active == 1 and tuner.settled
 
 
 def test_auto_never_passes_its_cap(clock):
     tuner, consumer = AutoTuner(cap=2), FakeConsumer()
-    tune = tuner.for_epoch(consumer)
+    tune = tuner.for_epoch(consumer, inline=False)
     n = period(tune, consumer, clock, 0, 1000, 0.9)
     n = period(tune, consumer, clock, n, 1000, 0.9)
     n = period(tune, consumer, clock, n, 3000, 0.9)
@@ -80,10 +80,44 @@ def test_auto_never_passes_its_cap(clock):
 
 def test_ticks_before_the_end_of_a_period_change_nothing(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer)
+    tune = tuner.for_epoch(consumer, inline=False)
     for n in range(1, 200):
         tune.tick(n)  # the clock does not move: never a whole period
     assert tune.active == 1 and not tuner.settled
+
+
+def test_auto_starts_inline_tries_one_worker_and_keeps_inline_when_it_is_faster(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer, inline=True)
+    assert tune.active == 0  # the consumer builds the batches itself
+    n = period(tune, consumer, clock, 0, 1000, 0.0)  # inline never "waits": a worker is tried anyway
+    assert tune.active == 1 and not tuner.settled
+    n = period(tune, consumer, clock, n, 500, 0.5)  # skipped: the worker ramps up
+    n = period(tune, consumer, clock, n, 1020, 0.5)  # +2%, but one worker cannot build in parallel
+    assert tune.active == 2 and not tuner.settled
+    n = period(tune, consumer, clock, n, 500, 0.5)  # skipped
+    n = period(tune, consumer, clock, n, 1030, 0.5)  # +3%: the hand-off costs what it saves
+    assert tune.active == 0 and tuner.settled and tuner.active == 0
+    assert tuner.for_epoch(consumer, inline=True).active == 0  # later epochs stay inline
+    assert tuner.for_epoch(consumer, inline=False).active == 1  # never inline where not allowed
+
+
+def test_auto_leaves_inline_when_workers_are_faster(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer, inline=True)
+    n = period(tune, consumer, clock, 0, 1000, 0.0)
+    n = period(tune, consumer, clock, n, 1000, 0.5)  # skipped
+    n = period(tune, consumer, clock, n, 1800, 0.5)  # one worker: +80%, and the consumer waits
+    assert tune.active == 2 and not tuner.settled
+
+
+def test_auto_returns_inline_when_one_worker_neither_gains_nor_waits(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer, inline=True)
+    n = period(tune, consumer, clock, 0, 1000, 0.0)
+    n = period(tune, consumer, clock, n, 1000, 0.0)  # skipped
+    period(tune, consumer, clock, n, 1010, 0.01)  # one worker, no gain and no waiting
+    assert tune.active == 0 and tuner.settled
 
 
 def test_auto_max_workers_is_the_usable_cpus_capped():
@@ -179,3 +213,39 @@ def test_auto_options_are_validated():
     loader = DataLoader(ArrayDataset(np.zeros(3)), num_workers=3, prefetch_depth="auto")
     assert loader.prefetch_depth == 3
     assert DataLoader(ArrayDataset(np.zeros(3)), prefetch_depth="auto").prefetch_depth == 2
+
+
+def _recording_dataset(seen):
+    class Recording:
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            seen.append((threading.get_ident(), get_worker_info()))
+            return i
+
+    return Recording()
+
+
+def test_auto_builds_inline_on_the_consumer_thread_as_num_workers_0_does(monkeypatch):
+    monkeypatch.setattr(autotune, "AUTO_PERIOD_S", 3600.0)  # never decides: stays inline
+    seen: list = []
+    loader = DataLoader(_recording_dataset(seen), batch_size=4, num_workers="auto")
+    assert [int(v) for b in loader for v in b] == list(range(64))
+    assert {ident for ident, _ in seen} == {threading.get_ident()}
+    assert all(info is None for _, info in seen)  # get_worker_info() is None, as inside next()
+    stats = loader.stats
+    assert stats.built == 16 and stats.batches == 16  # inline builds are counted
+    loader.close()
+
+
+def test_auto_with_a_worker_init_fn_never_builds_inline(monkeypatch):
+    monkeypatch.setattr(autotune, "AUTO_PERIOD_S", 3600.0)
+    seen: list = []
+    started: list = []
+    loader = DataLoader(_recording_dataset(seen), batch_size=4, num_workers="auto",
+                        worker_init_fn=started.append)
+    assert [int(v) for b in loader for v in b] == list(range(64))
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    assert all(info is not None and info.id == 0 for _, info in seen) and started
+    loader.close()

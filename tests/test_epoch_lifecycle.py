@@ -23,6 +23,7 @@ import pytest
 import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
 import dataloader.loader as loader_module
+from _fork import fork_and_wait
 from conftest import RecordingDataset
 from dataloader import DataLoader, IterableDataset
 
@@ -64,26 +65,7 @@ def short_budget(monkeypatch):
 
 def _fork_and_wait(child) -> int:
     """Run ``child()`` in a forked child (its exit status is its return value); bounded wait."""
-    with warnings.catch_warnings():
-        # 3.12+: "This process is multi-threaded, use of fork() may lead to deadlocks in the
-        # child" -- exactly what the engine must survive.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            code = child()
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + WAIT_S * 3
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    raise AssertionError("the forked child hung")
+    return fork_and_wait(child, WAIT_S * 3)
 
 
 # -- fork ------------------------------------------------------------------------------------

@@ -238,3 +238,69 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
         time.sleep(0.5)
         assert len(server.requests) == seen == n_ok + 1000
     assert not [t.name for t in threading.enumerate() if t.name.startswith("dataloader")]
+
+
+def gap_s(server, path):
+    """Seconds between the first two requests the server saw for ``path``."""
+    with server.lock:
+        times = [t for t, p in server.requests if p == path]
+    assert len(times) >= 2, times
+    return times[1] - times[0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_seconds_is_waited_before_the_next_attempt(server, status):
+    retry = Retry(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=5.0, attempt_timeout_s=5.0)
+    ds = HttpDataset([server.url(f"/busy/s{status}?fails=1&status={status}&after=1")], retry=retry)
+    assert fetch_all(ds) == [("batch", [b"ok"])]
+    assert server.count(f"/busy/s{status}") == 2
+    assert gap_s(server, f"/busy/s{status}") >= 1.0  # the backoff alone would be <= 0.01 s
+
+
+@pytest.mark.timeout(60)
+def test_retry_after_as_an_http_date_is_waited_until_that_date(server):
+    retry = Retry(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=5.0, attempt_timeout_s=5.0)
+    ds = HttpDataset([server.url("/busy/d?fails=1&after=date")], retry=retry)
+    assert fetch_all(ds) == [("batch", [b"ok"])]
+    with server.lock:
+        second = [t for t, p in server.requests if p == "/busy/d"][1]
+    assert second >= server.due["/busy/d"] - 0.05  # the date is 1-2 s after the first answer
+
+
+@pytest.mark.timeout(60)
+def test_retry_after_is_capped_by_max_backoff_s_and_a_final_status_ignores_it(server):
+    retry = Retry(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.05, attempt_timeout_s=5.0)
+    ds = HttpDataset([server.url("/busy/cap?fails=1&after=30"), server.url("/busy/final?fails=1&status=404")],
+                     retry=retry)
+    out = fetch_all(ds)
+    assert out[0] == ("batch", [b"ok"])
+    assert gap_s(server, "/busy/cap") < 20.0  # not the 30 s the server asked for
+    assert out[1][0] == "error" and out[1][1][0] == "FileNotFoundError" and server.count("/busy/final") == 1
+
+
+@pytest.mark.timeout(60)
+def test_redirects_are_followed_only_to_the_same_scheme_host_and_port(server):
+    other = FaultServer()  # another port on 127.0.0.1: another origin
+    try:
+        elsewhere = other.url("/ok/x?size=3")
+        same = server.url("/ok/y?size=3")
+        ds = HttpDataset([server.url(f"/goto/a?to={same}"), server.url(f"/goto/b?to={elsewhere}"),
+                          server.url(f"/goto/c?to={elsewhere}&status=307"),
+                          server.url(f"/goto/d?to=http://localhost:{server.port}/ok/z")], retry=FAST)
+        out = fetch_all(ds)
+        assert out[0] == ("batch", [body("/ok/y", 3)])
+        for i, path in ((1, "/goto/b"), (2, "/goto/c"), (3, "/goto/d")):
+            kind, (name, args) = out[i]
+            assert (kind, name) == ("error", "PermissionError"), out[i]
+            assert path in args[1] and "redirect to http://" in args[1] and "refused" in args[1]
+            assert server.count(path) == 1  # final: not tried again
+        assert elsewhere in out[1][1][1][1]
+        assert other.count("/ok/x") == 0 and server.count("/ok/z") == 0  # never asked
+        with pytest.raises(PermissionError) as info:
+            with DataLoader(HttpDataset([server.url(f"/goto/e?to={elsewhere}")], retry=FAST),
+                            batch_size=None) as loader:
+                next(iter(loader))
+        assert info.value.status == 302 and info.value.filename.endswith("/goto/e?to=" + elsewhere)
+    finally:
+        other.close()

@@ -7,6 +7,14 @@ which then cancels the tasks still pending and awaits them (again bounded), and
 joins the thread.  A later epoch starts a new loop.  Garbage collection of the
 loader has the loop await ``aclose()`` and stop by itself (``stop_soon``), without
 waiting for it.
+
+``fork()`` (the rule of the loader's worker pool, ``dataloader._engine.pool``): the
+child inherits the loop object but not its thread, and the loop's selector and
+self-pipe are shared with the parent's running loop, so the child never touches
+them (closing the loop would unregister the parent's descriptors from the shared
+epoll set): the inherited loop is kept, unclosed, for the object's life.  An epoch
+the child starts gets a loop of its own (``start``); a call from an epoch started
+before the fork raises ``RuntimeError`` until then, and ``close`` returns at once.
 """
 
 from __future__ import annotations
@@ -25,6 +33,13 @@ __all__ = ["ASYNC_THREAD_NAME", "AsyncLoop"]
 ASYNC_THREAD_NAME = "dataloader-asyncio"
 _log = logging.getLogger("dataloader")
 
+# Guards the switch to a new lock in a forked child (a parent thread may have held the old
+# one at the fork); never held across a fork itself.
+_CHILD_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_CHILD_LOCK.acquire, after_in_parent=_CHILD_LOCK.release,
+                        after_in_child=_CHILD_LOCK.release)
+
 
 class AsyncLoop:
     """A lazily started event loop thread that runs one dataset's coroutines.
@@ -42,6 +57,19 @@ class AsyncLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
+        self._inherited: list[asyncio.AbstractEventLoop] = []  # a forked parent's, never closed
+
+    def _mutex(self) -> threading.Lock:
+        """The lock, after letting go of a forked parent's loop (see the module)."""
+        if self._pid != os.getpid():
+            with _CHILD_LOCK:
+                if self._pid != os.getpid():
+                    self._lock = threading.Lock()
+                    if self._loop is not None:
+                        self._inherited.append(self._loop)
+                    self._loop = self._thread = None
+                    self._pid = os.getpid()
+        return self._lock
 
     def start(self) -> None:
         """Start the loop thread unless it runs (also anew in a forked child).
@@ -49,10 +77,7 @@ class AsyncLoop:
         Raises:
             RuntimeError: the thread could not be started.
         """
-        with self._lock:
-            if self._pid != os.getpid():  # the parent's thread does not exist here
-                self._loop = self._thread = None
-                self._pid = os.getpid()
+        with self._mutex():
             if self._thread is not None and self._thread.is_alive():
                 return
             loop = asyncio.new_event_loop()
@@ -74,8 +99,14 @@ class AsyncLoop:
         """Run ``fn(*args)`` on the loop thread soon.
 
         Raises:
-            RuntimeError: the loop is not running (the loader was closed).
+            RuntimeError: the loop is not running (the loader was closed), or it was
+                started in the parent of this forked process.
         """
+        if self._pid != os.getpid():
+            raise RuntimeError(
+                f"this DataLoader's event loop was started in process {self._pid}, not in this one "
+                f"({os.getpid()}): after fork() its thread does not exist here; start a new epoch with iter(loader)"
+            )
         loop = self._loop
         if loop is None:
             raise RuntimeError("the DataLoader's event loop is not running (the loader was closed)")
@@ -84,9 +115,9 @@ class AsyncLoop:
     def stop_soon(self) -> None:
         """Have the loop await ``aclose()`` (bounded) and stop, without waiting for it
         (garbage collection of the loader)."""
-        with self._lock:
+        with self._mutex():
             loop, self._loop, self._thread = self._loop, None, None
-        if loop is None or self._pid != os.getpid():
+        if loop is None:
             return
         aclose = getattr(self._dataset, "aclose", None)
 
@@ -104,10 +135,10 @@ class AsyncLoop:
 
     def close(self, timeout_s: float = SHUTDOWN_JOIN_TIMEOUT_S) -> None:
         """Await ``dataset.aclose()`` (bounded), stop the loop and join its thread."""
-        with self._lock:
+        with self._mutex():
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
-        if loop is None or thread is None or self._pid != os.getpid():
+        if loop is None or thread is None:
             return
         if threading.current_thread() is thread:  # close() from a coroutine: no wait
             loop.stop()

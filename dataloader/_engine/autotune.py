@@ -12,16 +12,24 @@ batches of an ``IterableDataset`` depend on how many workers shard it, so
 Rules, applied by the consumer thread every ``AUTO_PERIOD_S`` seconds (and at
 least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
 
-1. start with one active worker (or the count an earlier epoch settled on);
+1. start with no active worker, the consumer building each batch inside
+   ``next()`` as with ``num_workers=0`` ("inline"; only without a
+   ``worker_init_fn``, which inline batches would not run, and not for an
+   ``AsyncDataset``; else one worker), or with the count an earlier epoch settled on;
 2. the period after a change is skipped (the new worker ramps up);
 3. a period's throughput (batches/s) that beats the best seen by more than
    ``AUTO_GAIN`` (5%) becomes the best; then, if the consumer waited more than
-   ``AUTO_STARVED`` (5%) of the period and fewer than ``cap`` workers are active,
-   one more worker is admitted; otherwise the count is settled;
+   ``AUTO_STARVED`` (5%) of the period (always, inline: building is the consumer's
+   wait) and fewer than ``cap`` workers are active, one more worker is admitted;
+   otherwise the count is settled;
 4. a period that does not beat the best by ``AUTO_GAIN`` settles on the best
-   count (the last worker added did not help and is withdrawn).
+   count (the last worker added did not help and is withdrawn), except that one
+   worker that does not beat inline building is followed by two while the
+   consumer waits (one worker builds no faster than the consumer itself).
 
 Once settled, the loader keeps the count for its later epochs (no new probing).
+Cheap batches on few cores can be fastest inline: a hand-off to a thread costs
+more than the batch (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -71,22 +79,24 @@ class AutoTuner:
     def __init__(self, cap: int) -> None:
         self.cap = cap
         self._lock = threading.Lock()
-        self._active = 1
+        self._active = -1  # not chosen yet: the first epoch starts inline (0) or with 1
         self._settled = False
 
     @property
     def active(self) -> int:
-        """Workers the next epoch starts with."""
-        return self._active
+        """Workers the next epoch starts with (where inline building is allowed); 0 is inline."""
+        return max(self._active, 0)
 
     @property
     def settled(self) -> bool:
         """True once the count is chosen (later epochs do not probe)."""
         return self._settled
 
-    def for_epoch(self, consumer: ConsumerRecorder) -> EpochTune:
+    def for_epoch(self, consumer: ConsumerRecorder, inline: bool) -> EpochTune:
+        """The gate of one epoch; ``inline``: the consumer may build batches itself (0 active)."""
         with self._lock:
-            return EpochTune(self, self._active, self._settled, consumer)
+            active = self._active if self._active >= 0 else 0
+            return EpochTune(self, active if inline else max(active, 1), self._settled, consumer)
 
     def _settle(self, active: int) -> None:
         with self._lock:
@@ -105,7 +115,7 @@ class EpochTune:
                  "_best", "_best_rate")
 
     def __init__(self, tuner: AutoTuner, active: int, settled: bool, consumer: ConsumerRecorder) -> None:
-        self.active = active  # workers 0 .. active-1 may claim; read without the lock (an int)
+        self.active = active  # workers 0 .. active-1 may claim (0: inline); read without the lock
         self._tuner = tuner
         self._cond = threading.Condition(threading.Lock())
         self._done = settled
@@ -150,10 +160,16 @@ class EpochTune:
             return
         if rate > self._best_rate * AUTO_GAIN:
             self._best, self._best_rate = self.active, rate
-            if starved and self.active < self._tuner.cap:
+            if (starved or self.active == 0) and self.active < self._tuner.cap:
                 self._set(self.active + 1)
                 self._skip = True
                 return
+        elif self.active == 1 and self._best == 0 and starved and self._tuner.cap > 1:
+            # One worker only overlaps building with the consumer's own work, which inline
+            # building does not: two are the first count that builds in parallel.
+            self._set(2)
+            self._skip = True
+            return
         self._set(self._best)
         self._done = True
         self._tuner._settle(self._best)

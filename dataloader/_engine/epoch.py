@@ -97,20 +97,24 @@ def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
         if shared is None or source is None:
             return
         shared.infos[worker_id] = source.start_worker(worker_id, window)
-        tune = shared.tune
+        tune, size = shared.tune, shared.size
         del shared, source
-        _context._set_worker(None)
-        while (tune is None or tune.admit(worker_id, window)) and (k := window.claim(worker_id)) >= 0:
+        set_worker = _context._set_worker
+        set_worker(None)
+        claim, complete = window.claim, window.complete
+        while (tune is None or tune.admit(worker_id, window)) and (k := claim(worker_id)) >= 0:
             shared = ref()
             source = shared.source if shared is not None else None
-            if shared is None or source is None:
+            if source is None:
                 return
-            slot = k % shared.size
-            _context._set_worker(shared.infos[worker_id])
+            slot = k % size
+            # get_worker_info() is this worker's only while it builds: a sleeping worker holds
+            # nothing of the epoch (its WorkerInfo holds the dataset).
+            set_worker(shared.infos[worker_id])
             shared.results[slot] = source.build(worker_id, shared.tasks[slot])
-            _context._set_worker(None)
+            set_worker(None)
             del shared, source
-            window.complete(k)
+            complete(k)
     finally:
         # Drop every reference into the epoch before leave(): close() returns as soon as
         # the last worker leaves, and then nothing may hold the dataset.  The worker's own
@@ -157,6 +161,8 @@ class Epoch(EpochIterator):
         start_error: the exception that stopped the epoch from starting, or None.
         stats: the epoch's statistics (the consumer records its waits here).
         tune: the worker gate and probe of ``num_workers="auto"``, or None.
+        inline: builds a work item on the consumer thread (``"auto"`` with no active
+            worker: ``tune.active == 0``), or None where that is not allowed.
     """
 
     def __init__(
@@ -174,9 +180,11 @@ class Epoch(EpochIterator):
         progress: Progress | None = None,
         stats: EpochStats | None = None,
         tune: EpochTune | None = None,
+        inline: Callable[[Any], Any] | None = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
         self._tune = tune
+        self._inline = inline
         self._state = threading.Lock()  # guards the three flags below; never held while waiting
         self._closed = False
         self._busy = False  # a thread is inside next()
@@ -205,10 +213,13 @@ class Epoch(EpochIterator):
     def _fill(self) -> None:
         """Publish items until the window is full or the source is exhausted."""
         window, shared, source = self._window, self._shared, self._source
+        if source is None:
+            return
         limit = window.base + shared.size
-        while not self._exhausted and not self._closed and window.published < limit and source is not None:
+        next_item = source.next_item
+        while not self._exhausted and not self._closed and window.published < limit:
             try:
-                task, owner = source.next_item()
+                task, owner = next_item()
             except StopIteration:
                 self._exhausted = True
                 window.finish()
@@ -261,13 +272,16 @@ class Epoch(EpochIterator):
         return result
 
     def _next(self) -> Any:
-        window, shared = self._window, self._shared
-        self.stats.consumer.begin()
+        window, shared, consumer = self._window, self._shared, self.stats.consumer
+        consumer.begin()
         in_flight = window.claimed - window.base
+        results, tasks, size = shared.results, shared.tasks, shared.size
         while True:
             k = window.base
             if k == window.published:
                 self._end_of_epoch(k)
+            if self._inline is not None and self._tune is not None and self._tune.active == 0:
+                self._build_inline()
             try:
                 r = window.wait(k, self._timeout_s) if self._in_order else window.wait_any(self._timeout_s)
             except KeyboardInterrupt:
@@ -275,9 +289,9 @@ class Epoch(EpochIterator):
                 raise
             if r < 0 or self._closed:
                 self._raise_status(r, k)
-            slot = r % shared.size
-            result, owner = shared.results[slot], self._owner[slot]
-            shared.results[slot] = shared.tasks[slot] = None
+            slot = r % size
+            result, owner = results[slot], self._owner[slot]
+            results[slot] = tasks[slot] = None
             window.release(r)
             source = self._source
             keep = source is not None and source.taken(owner, result)
@@ -287,10 +301,21 @@ class Epoch(EpochIterator):
                     raise StopIteration
                 continue  # an ended stream: not a batch
             self._progress.yielded += 1
-            self.stats.consumer.delivered(in_flight)
+            consumer.delivered(in_flight)
             if self._tune is not None:
-                self._tune.tick(self.stats.consumer.count)
+                self._tune.tick(consumer.count)
             return result  # a Failure is raised by __next__, outside this frame
+
+    def _build_inline(self) -> None:
+        """Build the next unclaimed batch here, on the consumer thread (as ``num_workers=0``
+        does: ``get_worker_info()`` is None) while ``"auto"`` runs with no active worker."""
+        window, shared, inline = self._window, self._shared, self._inline
+        j = window.try_claim() if inline is not None else -1
+        if j < 0 or inline is None:
+            return
+        slot = j % shared.size
+        shared.results[slot] = inline(shared.tasks[slot])
+        window.complete(j)
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""

@@ -9,6 +9,8 @@ into an epoch after it is built.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -132,7 +134,11 @@ class EpochPlan:
         """
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         start_error: BaseException | None = None
-        stats = EpochStats(epoch_key[1], self.num_workers)
+        # num_workers="auto" may build batches on the consumer thread ("inline", autotune.py).
+        inline = (self.tuner is not None and not self.iterable and self.async_loop is None
+                  and self.worker_init_fn is None)
+        stats = EpochStats(epoch_key[1], self.num_workers, inline)
+        inline_build: Callable[[Any], Any] | None = None
         source: MapItems | StreamItems
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
@@ -145,6 +151,8 @@ class EpochPlan:
         else:
             assert self.indices is not None
             fetch, source_cls = self._map_builder(pool, epoch_key)
+            if inline:  # the consumer's builds record into the extra (last) recorder
+                inline_build = functools.partial(fetch.build, rec=stats.workers[-1])
             indices: Iterator[Any] = iter(())
             try:
                 indices = skip_items(self.indices(), skip)
@@ -166,7 +174,8 @@ class EpochPlan:
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
             progress=progress, stats=stats,
-            tune=self.tuner.for_epoch(stats.consumer) if self.tuner is not None else None,
+            tune=self.tuner.for_epoch(stats.consumer, inline) if self.tuner is not None else None,
+            inline=inline_build,
         )
 
 

@@ -111,6 +111,8 @@ class EpochStats:
     Args:
         epoch: the epoch number.
         num_workers: worker threads (0: one recorder, for the consumer's own builds).
+        inline: one more recorder, last in ``workers``, for the batches the consumer
+            builds itself while ``num_workers="auto"`` runs with no active worker.
 
     Thread-safety: ``workers[w]`` is written by worker ``w`` only, ``consumer`` by the
     thread inside ``next()``; ``snapshot`` may be called from any thread.
@@ -118,11 +120,11 @@ class EpochStats:
 
     __slots__ = ("epoch", "num_workers", "started", "workers", "consumer")
 
-    def __init__(self, epoch: int, num_workers: int) -> None:
+    def __init__(self, epoch: int, num_workers: int, inline: bool = False) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
         self.started = now_ns()
-        self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1))]
+        self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + inline)]
         self.consumer = ConsumerRecorder(STATS_SAMPLES)
 
     def snapshot(self) -> LoaderStats:

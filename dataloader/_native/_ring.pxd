@@ -51,6 +51,7 @@ cdef extern from * nogil:
     #include <cstdint>
     #include <mutex>
     #include <new>
+    #include <thread>
 
     static inline std::atomic<int64_t>* dl_slots_new(Py_ssize_t n) {
         std::atomic<int64_t>* p = new (std::nothrow) std::atomic<int64_t>[n];
@@ -75,6 +76,12 @@ cdef extern from * nogil:
         cv.wait_for(lk, std::chrono::microseconds(us));
         lk.release();
     }
+    /* Give the core to another runnable thread, if there is one (a spin step). */
+    #ifdef DL_SPIN_PAUSE
+    static inline void dl_yield(void) { for (int i = 0; i < 16; ++i) __builtin_ia32_pause(); }
+    #else
+    static inline void dl_yield(void) { std::this_thread::yield(); }
+    #endif
     static inline int64_t dl_now_us(void) {
         return std::chrono::duration_cast<std::chrono::microseconds>(
             std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -95,6 +102,7 @@ cdef extern from * nogil:
     dl_cond* dl_conds_new(Py_ssize_t n)
     void dl_conds_free(dl_cond* p)
     void dl_cond_wait_us(dl_cond& cv, dl_mutex& m, int64_t us)
+    void dl_yield()
     int64_t dl_now_us()
 
 
@@ -127,6 +135,15 @@ cdef enum:
     # and a waiting consumer all wake workers explicitly).  Microseconds.
     CONSUMER_SLICE_US = 50_000
     WORKER_SLICE_US = 1_000_000
+    # Before it sleeps, a thread that finds nothing ready spins for a while, yielding its
+    # core at every step (so a spinner never keeps a runnable thread off an oversubscribed
+    # core), because on an idle machine waking a sleeping thread costs 10-20 µs (its core
+    # sleeps too), more than a cheap batch.  Each side adapts its budget (µs): a spin that
+    # found its batch raises it (by half, up to SPIN_MAX_US), one that ended in a sleep
+    # halves it (down to SPIN_MIN_US): with batches that take long, a wait spins a few µs.
+    SPIN_MIN_US = 2
+    SPIN_START_US = 16
+    SPIN_MAX_US = 64
 
 
 cdef inline int64_t owner_tag(int64_t k, int w) noexcept nogil:
@@ -149,6 +166,8 @@ cdef class Window:
     cdef atomic[int] _waiting_workers
     cdef atomic[int] _consumer_waiting
     cdef atomic[int] _active           # workers inside this epoch
+    cdef atomic[int64_t] _consumer_spin_us  # the consumer's spin budget before it sleeps
+    cdef atomic[int64_t] _worker_spin_us    # the workers' (shared) spin budget before they sleep
     cdef atomic[int64_t]* _slots       # per slot: the batch number whose result is there, or FREE/TAKEN
     cdef dl_mutex _mutex
     cdef dl_cond _work_ready
@@ -161,6 +180,8 @@ cdef class Window:
     cdef void _complete(self, int64_t k) noexcept nogil
     cdef int64_t _block(self, int64_t k, double timeout_s) except? -4
     cdef int64_t _ready(self, int64_t k) noexcept nogil
+    cdef int64_t _spin_ready(self, int64_t k) noexcept nogil
+    cdef int64_t _spin_claim(self, int w) noexcept nogil
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil
     cdef void _release(self, int64_t k) noexcept nogil
     cdef void _wake_workers_if_claimable(self) noexcept nogil

@@ -80,6 +80,16 @@ class Window:
             The batch number, or ``END`` when the epoch is finished and every batch
             (of this worker) is claimed, or cancelled.
         """
+    def try_claim(self) -> int:
+        """Claim the next published batch without waiting (an untagged window only).
+
+        Returns:
+            The batch number, or -1 when no published batch is unclaimed or the epoch
+            was cancelled.
+
+        Raises:
+            ValueError: the window is tagged (``owners > 0``).
+        """
     def complete(self, k: int) -> None: ...
     def enter(self, n: int = 1) -> None: ...
     def leave(self) -> None: ...

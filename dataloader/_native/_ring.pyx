@@ -63,6 +63,8 @@ cdef class Window:
         self._waiting_workers.store(0)
         self._consumer_waiting.store(0)
         self._active.store(0)
+        self._consumer_spin_us.store(SPIN_START_US)
+        self._worker_spin_us.store(SPIN_START_US)
 
     def __dealloc__(self):
         # delete[] of NULL is a no-op.
@@ -167,6 +169,10 @@ cdef class Window:
         r = self._ready(k)
         if r >= 0:
             return r
+        with nogil:
+            r = self._spin_ready(k)
+        if r != -1:
+            return r
         deadline = dl_now_us() + <int64_t>(timeout_s * 1e6) if timeout_s > 0 else -1
         while True:
             slice_us = CONSUMER_SLICE_US
@@ -205,6 +211,14 @@ cdef class Window:
         with nogil:
             k = self._claim_owned_blocking(worker_id)
         return k
+
+    def try_claim(self):
+        """Claim the next published batch without waiting (untagged windows)."""
+        if self._owners != 0:
+            raise ValueError("try_claim() is for an untagged window")
+        if self._state.load() == STATE_CANCELLED:
+            return -1
+        return self._try_claim()
 
     def complete(self, int64_t k):
         """Publish batch ``k``'s result (already stored in slot ``k % size``)."""
@@ -260,6 +274,9 @@ cdef class Window:
         k = self._try_claim()
         if k >= 0:
             return k
+        k = self._spin_claim(ANY_OWNER)
+        if k != -1:
+            return k
         self._mutex.lock()
         self._waiting_workers.fetch_add(1)
         while True:
@@ -302,6 +319,9 @@ cdef class Window:
         k = self._try_claim_owned(w)
         if k >= 0:
             return k
+        k = self._spin_claim(w)
+        if k != -1:
+            return k
         self._mutex.lock()
         self._owner_waiting[w].store(1)
         while True:
@@ -337,6 +357,52 @@ cdef class Window:
             if self._slots[j % self._size].load(memory_order_acquire) == j:
                 return j
         return -1
+
+    cdef int64_t _spin_ready(self, int64_t k) noexcept nogil:
+        # The consumer's spin before it sleeps (SPIN_* in _ring.pxd): batch k (or ANY) once
+        # ready, S_CANCELLED, or -1 when the budget ran out (the caller then sleeps).  Sleeping
+        # workers with claimable batches are woken first: nothing else would wake them now.
+        cdef int64_t budget = self._consumer_spin_us.load(memory_order_relaxed)
+        cdef int64_t start, r
+        if self._waiting_workers.load() > 0 and self._claimed.load() < self._published.load():
+            self._mutex.lock()
+            self._work_ready.notify_all()
+            self._mutex.unlock()
+        start = dl_now_us()
+        while True:
+            dl_yield()
+            r = self._ready(k)
+            if r >= 0:
+                self._consumer_spin_us.store(min(<int64_t>SPIN_MAX_US, budget + budget // 2 + 1),
+                                             memory_order_relaxed)
+                return r
+            if self._state.load() == STATE_CANCELLED:
+                return S_CANCELLED
+            if dl_now_us() - start >= budget:
+                self._consumer_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
+                return -1
+
+    cdef int64_t _spin_claim(self, int w) noexcept nogil:
+        # A worker's spin before it sleeps: a claimed batch, S_END (cancelled), or -1 when
+        # the budget ran out or the window finished (the caller then takes the sleeping path,
+        # which handles both).  ``w`` is ANY_OWNER in an untagged window.
+        cdef int64_t budget = self._worker_spin_us.load(memory_order_relaxed)
+        cdef int64_t start = dl_now_us()
+        cdef int64_t k
+        cdef int state
+        while True:
+            dl_yield()
+            k = self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
+            if k >= 0:
+                self._worker_spin_us.store(min(<int64_t>SPIN_MAX_US, budget + budget // 2 + 1),
+                                           memory_order_relaxed)
+                return k
+            state = self._state.load()
+            if state == STATE_CANCELLED:
+                return S_END
+            if state == FINISHED or dl_now_us() - start >= budget:
+                self._worker_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
+                return -1
 
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil:
         # One slice of the consumer's sleep: the ready batch, S_TIMED_OUT or S_CANCELLED.

@@ -13,12 +13,24 @@ errors (refused, reset, a body cut short) and the per-attempt time-out are
 transient and tried again by ``retry``; other statuses are final: 404 and 410
 raise ``FileNotFoundError``, 401 and 403 ``PermissionError``, others ``OSError``.
 Each error names the URL and, for a status, the status (``exc.status``).
+A 429 or 503 with ``Retry-After`` (seconds or an HTTP date) waits at least that
+long before the next attempt, capped by ``Retry.max_backoff_s`` (``Retry.wait_s``).
+
+Redirects (301, 302, 303, 307, 308) are followed, at most ``MAX_REDIRECTS`` (10,
+aiohttp's default), only to the scheme, host and port of the item's own URL: a
+redirect to another origin fails the item with ``PermissionError`` naming both
+URLs (final, not retried), so a server cannot send the loader, with the
+dataset's ``headers``, to a host its locations do not name (the rule a
+``Template`` keeps for its values).  More redirects raise ``OSError``.
 """
 
 from __future__ import annotations
 
+import email.utils
 import errno
+import os
 import threading
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,6 +45,8 @@ TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # aiohttp's own defaults, kept: TCPConnector(limit=100); ClientTimeout(total=300 s).
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_TIMEOUT_S = 300.0
+MAX_REDIRECTS = 10  # aiohttp's default max_redirects
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class _Transport(ConnectionError):
@@ -43,7 +57,7 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, _Transport) or getattr(exc, "status", None) in TRANSIENT_STATUSES
 
 
-def _status_error(url: str, status: int, reason: str | None) -> OSError:
+def _status_error(url: str, status: int, reason: str | None, retry_after: str | None = None) -> OSError:
     text = f"{url}: HTTP {status} {reason or ''}".rstrip()
     exc: OSError
     if status in (404, 410):
@@ -53,7 +67,52 @@ def _status_error(url: str, status: int, reason: str | None) -> OSError:
     else:
         exc = OSError(text)
     exc.status = status  # type: ignore[attr-defined]
+    if status in (429, 503):
+        exc.retry_after_s = _retry_after_s(retry_after)  # type: ignore[attr-defined]
     return exc
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """``Retry-After``'s wait in seconds (RFC 9110 10.2.3: delay-seconds or an HTTP date);
+    None when absent or not understood."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:  # "-0000": UTC, as HTTP dates are
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _same_origin_redirect(url: str, resp: Any) -> str:
+    """The URL a redirect response points to, if it has the origin of ``url``.
+
+    Raises:
+        PermissionError: the redirect leaves ``url``'s scheme, host and port (naming both).
+        ValueError: its ``Location`` is not a URL.
+    """
+    import yarl  # lazy: aiohttp's dependency, on first use
+
+    try:
+        target = resp.url.join(yarl.URL(resp.headers["Location"]))
+    except ValueError as exc:
+        raise ValueError(f"{url}: redirect to an invalid URL {resp.headers['Location']!r} ({exc})") from None
+    origin = yarl.URL(url)
+    if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
+        refused = PermissionError(
+            errno.EACCES,
+            f"{url}: HTTP {resp.status} redirect to {target} refused: redirects are followed only to "
+            f"the same scheme, host and port ({origin.origin()})",
+            url,
+        )
+        refused.status = resp.status  # type: ignore[attr-defined]
+        raise refused
+    return str(target)
 
 
 def _check_url(location: str) -> str:
@@ -81,7 +140,8 @@ class HttpDataset(AsyncDataset[bytes]):
             (aiohttp's default, 100); 0 for no limit.  Requests beyond it wait for a
             free connection, so size it with ``item_concurrency``.
 
-    Items are ``bytes``.  Redirects are followed (at most 10, aiohttp's default).
+    Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
+    port (at most 10); one to another origin fails with ``PermissionError``.
     Cookies are neither kept nor sent (unless given in ``headers``): an item's bytes
     depend on its URL and ``headers`` only, never on which items were fetched before.
     Thread-safety: the coroutines run on event loops; one session (connection
@@ -91,7 +151,8 @@ class HttpDataset(AsyncDataset[bytes]):
         IndexError: the index is out of range.
         ValueError: a refused location, or a body over ``max_bytes``.
         TimeoutError: the last attempt timed out, or ``timeout_s`` passed.
-        FileNotFoundError, PermissionError, ConnectionError, OSError: as above.
+        FileNotFoundError, PermissionError, ConnectionError, OSError: see the module
+            (``PermissionError`` also for a redirect to another origin).
     """
 
     def __init__(
@@ -115,7 +176,10 @@ class HttpDataset(AsyncDataset[bytes]):
         self.max_connections = max_connections
         self.locations = Locations(locations).bind("url", _check_url)
         self._lock = threading.Lock()
-        self._sessions: dict[Any, Any] = {}  # event loop -> aiohttp.ClientSession
+        self._pid = os.getpid()
+        # event loop -> aiohttp.ClientSession; after fork() the parent's stay here, never used
+        # (their connections are the parent's) nor closed (nor warned about by the collector).
+        self._sessions: dict[Any, Any] = {}
 
     def __len__(self) -> int:
         return len(self.locations)
@@ -134,11 +198,16 @@ class HttpDataset(AsyncDataset[bytes]):
                 raise TimeoutError(str(exc)) from None
             raise TimeoutError(f"{url}: not fetched within timeout_s={self.timeout_s}") from None
 
+    def _mutex(self) -> threading.Lock:
+        if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
+            self._lock, self._pid = threading.Lock(), os.getpid()
+        return self._lock
+
     def _session(self) -> Any:
         import asyncio
 
         loop = asyncio.get_running_loop()
-        with self._lock:
+        with self._mutex():
             session = self._sessions.get(loop)
             if session is None or session.closed:
                 import aiohttp  # lazy: an optional dependency, on first use
@@ -154,17 +223,21 @@ class HttpDataset(AsyncDataset[bytes]):
     async def _attempt(self, url: str) -> bytes:
         import aiohttp  # lazy: an optional dependency, on first use
 
+        at = url
         try:
-            async with self._session().get(url) as resp:
-                if resp.status >= 300:
-                    raise _status_error(url, resp.status, resp.reason)
-                return await self._read_body(url, resp)
-        except aiohttp.TooManyRedirects as exc:
-            raise OSError(f"{url}: too many redirects ({exc.history[-1].url if exc.history else ''})") from None
+            for _ in range(MAX_REDIRECTS + 1):
+                async with self._session().get(at, allow_redirects=False) as resp:
+                    if resp.status in _REDIRECTS and "Location" in resp.headers:
+                        at = _same_origin_redirect(url, resp)
+                        continue
+                    if resp.status >= 300:
+                        raise _status_error(url, resp.status, resp.reason, resp.headers.get("Retry-After"))
+                    return await self._read_body(url, resp)
         except aiohttp.InvalidURL as exc:
             raise ValueError(f"{url}: invalid URL ({exc})") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise _Transport(f"{url}: {type(exc).__name__}: {exc}") from exc
+        raise OSError(f"{url}: too many redirects (more than {MAX_REDIRECTS}; the last to {at})")
 
     async def _read_body(self, url: str, resp: Any) -> bytes:
         limit = self.max_bytes
@@ -184,7 +257,7 @@ class HttpDataset(AsyncDataset[bytes]):
         import asyncio
 
         loop = asyncio.get_running_loop()
-        with self._lock:
+        with self._mutex():
             session = self._sessions.pop(loop, None)
         if session is not None:
             await session.close()

@@ -10,11 +10,19 @@ responses, connection errors and time-outs; other errors are final.
 Errors: a missing object or bucket raises ``FileNotFoundError``, a refused one
 ``PermissionError``, a time-out ``TimeoutError``, others ``OSError``, each naming
 the location; the store's own exception is the ``__cause__``.
+
+``fork()``: obstore runs its requests on one tokio runtime per process, whose
+threads a forked child does not inherit; a request there would wait forever.  Once
+an ``ObjectStoreDataset`` has fetched in a process, an item fetched in a process
+forked from it fails with ``RuntimeError`` (use the ``spawn`` or ``forkserver``
+start method, or fetch in the child only).  Other uses of obstore in the parent
+are not seen.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +34,8 @@ from dataloader.io.retry import Retry
 from dataloader.io.template import Template
 
 __all__ = ["ObjectStoreDataset"]
+
+_runtime_pid: int | None = None  # the process in which this module first fetched through obstore
 
 
 def _store_url(location: str) -> str:
@@ -116,6 +126,15 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
     async def __getitem__(self, index: int) -> Any:
         import obstore  # lazy: an optional dependency, on first use
 
+        global _runtime_pid
+        if _runtime_pid != os.getpid():
+            if _runtime_pid is not None:
+                raise RuntimeError(
+                    f"ObjectStoreDataset: obstore's runtime was started in process {_runtime_pid}, and its "
+                    f"threads do not exist in this forked one ({os.getpid()}); start this process with the "
+                    "'spawn' or 'forkserver' method, or fetch only after the fork"
+                )
+            _runtime_pid = os.getpid()  # racing first fetches all write this same value
         key = self.locations[index]
         where = f"{self._prefix or (self.url.rstrip('/') + '/' if self.url else '')}{key}"
         try:

@@ -5,7 +5,9 @@ some errno values; ``HttpDataset``: statuses 408/429/500/502/503/504 and
 transport errors; both: the per-attempt time-out).  ``run``/``run_async`` try a
 transient failure again after an exponential backoff with "full jitter" (a
 uniform draw in ``[0, backoff]``), as in "Exponential Backoff And Jitter" (AWS
-Architecture Blog, 2015).  ``ObjectStoreDataset`` does not loop here: it turns
+Architecture Blog, 2015); a failure that says how long to wait (HTTP ``Retry-After``
+on 429/503, ``retry_after_s``) waits at least that long, capped by ``max_backoff_s``
+so that a server cannot stall an item for longer than the retry allows.  ``ObjectStoreDataset`` does not loop here: it turns
 its ``Retry`` into the store client's own retry configuration (``store_config``).
 
 Defaults and where they came from:
@@ -43,7 +45,8 @@ class Retry:
     Args:
         max_attempts: attempts in all, the first included (>= 1; 1 = no retry).
         initial_backoff_s: backoff before the second attempt, seconds (>= 0).
-        max_backoff_s: the most any backoff waits, seconds (>= initial_backoff_s).
+        max_backoff_s: the most any backoff waits, seconds (>= initial_backoff_s); also
+            the cap on a wait a server asks for with HTTP ``Retry-After``.
         multiplier: growth of the backoff per attempt (>= 1).
         jitter: wait a uniform random time in ``[0, backoff]`` instead of ``backoff``
             (spreads the retries of many items that failed together).
@@ -89,6 +92,19 @@ class Retry:
         cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, failures - 1))
         return random.uniform(0.0, cap) if self.jitter else cap
 
+    def wait_s(self, failures: int, exc: BaseException) -> float:
+        """Seconds to wait after the ``failures``-th failure, ``exc``.
+
+        ``backoff_s(failures)``, or longer when ``exc`` carries the wait the server asked
+        for (``exc.retry_after_s``, seconds: HTTP ``Retry-After`` on a 429 or 503): at
+        least that wait, but never more than ``max_backoff_s``.
+        """
+        wait = self.backoff_s(failures)
+        asked = getattr(exc, "retry_after_s", None)
+        if asked is not None:
+            wait = max(wait, min(float(asked), self.max_backoff_s))
+        return wait
+
     def run(self, attempt: Callable[[], T], transient: Callable[[BaseException], bool]) -> T:
         """Call ``attempt()`` until it returns, or fails finally or for the last time.
 
@@ -103,7 +119,8 @@ class Retry:
                 failures += 1
                 if failures >= self.max_attempts or not transient(exc):
                     raise
-            time.sleep(self.backoff_s(failures))
+                wait = self.wait_s(failures, exc)
+            time.sleep(wait)
 
     async def run_async(
         self, attempt: Callable[[], Awaitable[T]], transient: Callable[[BaseException], bool], what: str
@@ -131,7 +148,8 @@ class Retry:
                 failures += 1
                 if failures >= self.max_attempts or not (isinstance(exc, AttemptTimeout) or transient(exc)):
                     raise
-            await asyncio.sleep(self.backoff_s(failures))
+                wait = self.wait_s(failures, exc)
+            await asyncio.sleep(wait)
 
     def store_config(self) -> dict[str, Any]:
         """This retry as ``object_store``'s ``RetryConfig`` (obstore's ``retry_config``).
