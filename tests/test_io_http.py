@@ -4,7 +4,7 @@ keep-alive reuse and cancellation of requests in flight."""
 
 from __future__ import annotations
 
-import sysconfig
+import socket
 import threading
 import time
 
@@ -151,6 +151,33 @@ def test_headers_are_sent():
 
 
 @pytest.mark.timeout(60)
+def test_cookies_a_response_sets_are_not_sent_with_later_items():
+    seen = []
+
+    class Cookies(FaultServer):
+        def handle(self, h):
+            seen.append((h.path, h.headers.get("Cookie")))
+            h.send_response(200)
+            h.send_header("Set-Cookie", f"last={h.path.strip('/')}; Path=/")
+            h.send_header("Content-Length", "1")
+            h.end_headers()
+            h.wfile.write(b"c")
+
+    # By host name: aiohttp keeps no cookies of an IP address anyway.  Only where localhost is
+    # 127.0.0.1 and nothing else (the tests contact no other address).
+    if {a[4][0] for a in socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)} != {"127.0.0.1"}:
+        pytest.skip("localhost is not only 127.0.0.1 here")
+    s = Cookies()
+    try:
+        urls = [f"http://localhost:{s.port}/{i}" for i in range(3)]
+        ds = HttpDataset(urls, headers={"Cookie": "given=1"}, retry=FAST)
+        assert fetch_all(ds) == [("batch", [b"c"])] * 3
+        assert seen == [(f"/{i}", "given=1") for i in range(3)]  # the header given, never the set ones
+    finally:
+        s.close()
+
+
+@pytest.mark.timeout(60)
 def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server):
     n = 1000
     urls = [server.url(f"/ok/c{i}?size=8") if i < 8 else server.url(f"/hang/{i}") for i in range(n)]
@@ -206,11 +233,7 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
         deadline = broke + 10
         while server.hanging and time.monotonic() < deadline:
             time.sleep(0.01)
-        # 1 s; 2 s on free-threaded builds, where aiohttp is pure Python (no C extensions in
-        # its cp313t wheel) and its event loop takes ~0.7 s of CPU to close 1,000 requests on
-        # a loaded 2-core machine (0.12 s on 3.11).  The 100-request test above holds 1 s on both.
-        limit_s = 2.0 if sysconfig.get_config_var("Py_GIL_DISABLED") else 1.0
-        assert server.hanging == 0 and max(server.closed_at) - broke < limit_s
+        assert server.hanging == 0 and max(server.closed_at) - broke < 1.0  # all closed within 1 s
         seen = len(server.requests)
         time.sleep(0.5)
         assert len(server.requests) == seen == n_ok + 1000

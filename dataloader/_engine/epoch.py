@@ -105,7 +105,7 @@ def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
         while (tune is None or tune.admit(worker_id, window)) and (k := claim(worker_id)) >= 0:
             shared = ref()
             source = shared.source if shared is not None else None
-            if source is None:
+            if shared is None or source is None:
                 return
             slot = k % size
             # get_worker_info() is this worker's only while it builds: a sleeping worker holds

@@ -142,6 +142,8 @@ class HttpDataset(AsyncDataset[bytes]):
 
     Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
     port (at most 10); one to another origin fails with ``PermissionError``.
+    Cookies are neither kept nor sent (unless given in ``headers``): an item's bytes
+    depend on its URL and ``headers`` only, never on which items were fetched before.
     Thread-safety: the coroutines run on event loops; one session (connection
     pool) per loop, created on first use and closed by ``aclose()``.
 
@@ -211,8 +213,9 @@ class HttpDataset(AsyncDataset[bytes]):
                 import aiohttp  # lazy: an optional dependency, on first use
 
                 connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
-                session = aiohttp.ClientSession(
-                    connector=connector, headers=self.headers, timeout=aiohttp.ClientTimeout(total=None)
+                session = aiohttp.ClientSession(  # no cookie jar: an item is its URL's, whatever came before
+                    connector=connector, headers=self.headers, timeout=aiohttp.ClientTimeout(total=None),
+                    cookie_jar=aiohttp.DummyCookieJar(),
                 )
                 self._sessions[loop] = session
             return session
