@@ -306,6 +306,16 @@ def test_redirects_are_followed_only_to_the_same_scheme_host_and_port(server):
         other.close()
 
 
+@pytest.mark.timeout(60)
+def test_a_same_origin_redirect_that_adds_credentials_is_refused(server):
+    sneaky = f"http://user:secret@127.0.0.1:{server.port}/ok/w?size=3"
+    out = fetch_all(HttpDataset([server.url(f"/goto/u?to={sneaky}")], retry=FAST))
+    kind, (name, args) = out[0]
+    assert (kind, name) == ("error", "PermissionError") and "credentials" in args[1]
+    assert "secret" not in args[1].split("redirect to", 1)[1]  # the target is named without it
+    assert server.count("/ok/w") == 0 and server.count("/goto/u") == 1
+
+
 @pytest.mark.parametrize("value", ["²", "١٢", "-1", "1.5", "garbage", "", "Mon, 32 Jan 2020 00:00:00 GMT"])
 def test_retry_after_that_is_not_ascii_seconds_nor_an_http_date_is_ignored(value):
     from dataloader.io.http import _retry_after_s

@@ -93,7 +93,8 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     """The URL a redirect response points to, if it has the origin of ``url``.
 
     Raises:
-        PermissionError: the redirect leaves ``url``'s scheme, host and port (naming both).
+        PermissionError: the redirect leaves ``url``'s scheme, host and port, or adds
+            credentials (``user:password@``) that ``url`` does not have (naming both URLs).
         ValueError: its ``Location`` is not a URL.
     """
     import yarl  # lazy: aiohttp's dependency, on first use
@@ -103,12 +104,17 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     except ValueError as exc:
         raise ValueError(f"{url}: redirect to an invalid URL {resp.headers['Location']!r} ({exc})") from None
     origin = yarl.URL(url)
+    why = ""
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
+        why = f"redirects are followed only to the same scheme, host and port ({origin.origin()})"
+    elif target.raw_user is not None and (target.raw_user, target.raw_password) != (
+        origin.raw_user, origin.raw_password
+    ):
+        why = "a redirect may not add or change credentials (user:password@) in the URL"
+        target = target.with_user(None)  # never repeated in the message
+    if why:
         refused = PermissionError(
-            errno.EACCES,
-            f"{url}: HTTP {resp.status} redirect to {target} refused: redirects are followed only to "
-            f"the same scheme, host and port ({origin.origin()})",
-            url,
+            errno.EACCES, f"{url}: HTTP {resp.status} redirect to {target} refused: {why}", url
         )
         refused.status = resp.status  # type: ignore[attr-defined]
         raise refused
