@@ -67,11 +67,19 @@ def awaitable_item_error(dataset: Any, value: Any, method: str, key: Any, index:
 def check_items_not_awaitable(dataset: Any, items: Sequence[Any], indices: Sequence[Any]) -> Sequence[Any]:
     """Return ``__getitems__``'s ``items`` after checking that none is awaitable.
 
+    Only a list or tuple of items is checked: other sequences (``BatchedItems``, arrays)
+    hold columns, not item objects, and reading them item by item would build every row.
+
     Raises:
         TypeError: ``awaitable_item_error`` naming the index of the first awaitable item
             (every coroutine among the items is closed).
     """
-    pos = first_awaitable(items if type(items) is list else list(items))
+    if type(items) is list:
+        pos = first_awaitable(items)
+    elif type(items) is tuple:
+        pos = first_awaitable(list(items))
+    else:
+        return items
     if pos >= 0:
         for item in items:
             _close(item)
