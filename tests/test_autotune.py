@@ -120,6 +120,20 @@ def test_auto_returns_inline_when_one_worker_neither_gains_nor_waits(clock):
     assert tune.active == 0 and tuner.settled
 
 
+def test_an_epoch_that_ends_before_the_probe_settles_hands_it_to_the_next(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    first = tuner.for_epoch(consumer, inline=True)
+    period(first, consumer, clock, 0, 1000, 0.0)  # inline measured: one worker next
+    assert first.active == 1 and not tuner.settled  # ... and the epoch ends here
+    second = tuner.for_epoch(consumer, inline=True)
+    assert second.active == 1  # not inline again: the probe goes on
+    period(second, consumer, clock, 0, 1010, 0.5)  # no better than inline's 1000: two next
+    assert second.active == 2
+    third = tuner.for_epoch(consumer, inline=True)
+    period(third, consumer, clock, 0, 1900, 0.5)
+    assert third.active == 3 and not tuner.settled
+
+
 def test_auto_max_workers_is_the_usable_cpus_capped():
     assert 1 <= auto_max_workers() <= autotune.AUTO_MAX_WORKERS
 
@@ -236,6 +250,7 @@ def test_auto_builds_inline_on_the_consumer_thread_as_num_workers_0_does(monkeyp
     assert all(info is None for _, info in seen)  # get_worker_info() is None, as inside next()
     stats = loader.stats
     assert stats.built == 16 and stats.batches == 16  # inline builds are counted
+    assert stats.active_workers == 0 and stats.num_workers == loader._plan.tuner.cap
     loader.close()
 
 

@@ -63,7 +63,7 @@ def test_stats_count_every_batch_delivered_and_built(num_workers):
         assert sum(len(b[0]) for b in loader) == 100
     s = loader.stats
     assert isinstance(s, LoaderStats)
-    assert (s.epoch, s.num_workers, s.batches, s.built) == (1, num_workers, 15, 15)
+    assert (s.epoch, s.num_workers, s.active_workers, s.batches, s.built) == (1, num_workers, num_workers, 15, 15)
     assert s.builds.shape == (15, 2) and s.waits.shape == (15, 2)
     assert np.all(s.builds[:, 1] >= s.builds[:, 0]) and np.all(s.waits[:, 1] >= s.waits[:, 0])
     assert 0 <= s.wait_s <= s.elapsed_s

@@ -28,7 +28,9 @@ least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
    worker that does not beat inline building is followed by two while the
    consumer waits (one worker builds no faster than the consumer itself).
 
-Once settled, the loader keeps the count for its later epochs (no new probing).
+An epoch that ends before the probe settles hands it on: the next epoch starts
+with the count and the best throughput reached so far.  Once settled, the
+loader keeps the count for its later epochs (no new probing).
 Cheap batches on few cores can be fastest inline: a hand-off to a thread costs
 more than the batch (docs/benchmarks.md).
 """
@@ -48,10 +50,12 @@ __all__ = ["AUTO_MAX_WORKERS", "AutoTuner", "EpochTune", "auto_max_workers", "re
 # Workers "auto" may use at most (also bounded by the CPUs this process may use): beyond 16,
 # a map-style batch hand-off through one consumer thread is the limit in every workload measured.
 AUTO_MAX_WORKERS = 16
-# A measuring period: long enough that a 2-core machine's scheduling noise (~1-5 ms) is small,
-# short enough that 4 steps fit in the first few hundred milliseconds of an epoch.
-AUTO_PERIOD_S = 0.025
-AUTO_MIN_BATCHES = 8
+# A measuring period: long enough that scheduling noise is small against it, short enough that
+# the probe (inline, skip, 1, skip, 2) settles within a 60 ms epoch of cheap batches (W1 of
+# docs/benchmarks.md: with 25 ms it took three epochs there, and "auto" reached 0.82x the best
+# fixed count instead of 0.94x).
+AUTO_PERIOD_S = 0.01
+AUTO_MIN_BATCHES = 4
 AUTO_GAIN = 1.05  # a new worker must raise throughput by 5% to stay
 AUTO_STARVED = 0.05  # the consumer waiting over 5% of a period asks for another worker
 
@@ -82,6 +86,9 @@ class AutoTuner:
         self._lock = threading.Lock()
         self._active = -1  # not chosen yet: the first epoch starts inline (0) or with 1
         self._settled = False
+        # The probe so far (an epoch may end before it settles: the next one goes on from here).
+        self._best: int | None = None
+        self._best_rate = 0.0
 
     @property
     def active(self) -> int:
@@ -97,7 +104,18 @@ class AutoTuner:
         """The gate of one epoch; ``inline``: the consumer may build batches itself (0 active)."""
         with self._lock:
             active = self._active if self._active >= 0 else 0
-            return EpochTune(self, active if inline else max(active, 1), self._settled, consumer)
+            best, rate = self._best, self._best_rate
+            if not inline:
+                active = max(active, 1)
+                if best == 0:
+                    best, rate = None, 0.0
+            return EpochTune(self, active, self._settled, consumer, best, rate)
+
+    def _progress(self, active: int, best: int, best_rate: float) -> None:
+        """Where an epoch's probe stands (the next epoch starts from it)."""
+        with self._lock:
+            if not self._settled:
+                self._active, self._best, self._best_rate = active, best, best_rate
 
     def _settle(self, active: int) -> None:
         with self._lock:
@@ -115,7 +133,10 @@ class EpochTune:
     __slots__ = ("active", "_tuner", "_cond", "_done", "_consumer", "_t0", "_n0", "_w0", "_next", "_skip",
                  "_best", "_best_rate")
 
-    def __init__(self, tuner: AutoTuner, active: int, settled: bool, consumer: ConsumerRecorder) -> None:
+    def __init__(
+        self, tuner: AutoTuner, active: int, settled: bool, consumer: ConsumerRecorder,
+        best: int | None = None, best_rate: float = 0.0,
+    ) -> None:
         self.active = active  # workers 0 .. active-1 may claim (0: inline); read without the lock
         self._tuner = tuner
         self._cond = threading.Condition(threading.Lock())
@@ -126,8 +147,8 @@ class EpochTune:
         self._w0 = 0
         self._next = AUTO_MIN_BATCHES
         self._skip = False  # the first period includes the epoch's start-up: measured as it is
-        self._best = active
-        self._best_rate = 0.0
+        self._best = active if best is None else best
+        self._best_rate = best_rate
 
     def admit(self, worker_id: int, window: Any) -> bool:
         """Wait until ``worker_id`` may claim; False when the epoch was cancelled meanwhile."""
@@ -187,6 +208,7 @@ class EpochTune:
         with self._cond:
             self.active = active
             self._cond.notify_all()
+        self._tuner._progress(active, self._best, self._best_rate)
 
 
 def resolve_auto(num_workers: Any, prefetch_depth: Any, iterable: bool) -> tuple[Any, Any, AutoTuner | None]:

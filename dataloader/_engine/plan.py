@@ -172,11 +172,13 @@ class EpochPlan:
                     start_error = exc
             return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats)
         assert pool is not None and (skip == 0 or not self.iterable)
+        if self.tuner is not None:
+            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
             progress=progress, stats=stats,
-            tune=self.tuner.for_epoch(stats.consumer, inline) if self.tuner is not None else None,
+            tune=stats.tune,
             inline=inline_build,
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,11 @@ class LoaderStats:
 
     Attributes:
         epoch: the epoch number (0 for the first ``iter(loader)``).
-        num_workers: worker threads of the epoch (0: built inside ``next()``).
+        num_workers: worker threads of the epoch (0: built inside ``next()``); with
+            ``num_workers="auto"`` the pool's threads.
+        active_workers: the workers allowed to build when the snapshot was taken: equal to
+            ``num_workers`` for a fixed count; with ``"auto"`` the count it runs (or settled)
+            on, 0 meaning the consumer builds the batches itself (inline).
         elapsed_s: seconds from the start of the epoch (``iter(loader)``) to the last
             batch delivered (0 before the first).
         batches: batches (and errors) delivered by ``next()`` so far.
@@ -65,6 +70,7 @@ class LoaderStats:
 
     epoch: int
     num_workers: int
+    active_workers: int
     elapsed_s: float
     batches: int
     built: int
@@ -118,11 +124,12 @@ class EpochStats:
     thread inside ``next()``; ``snapshot`` may be called from any thread.
     """
 
-    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer")
+    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune")
 
     def __init__(self, epoch: int, num_workers: int, inline: bool = False) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
+        self.tune: Any = None  # num_workers="auto": the epoch's EpochTune (its ``active``)
         self.started = now_ns()
         self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + inline)]
         self.consumer = ConsumerRecorder(STATS_SAMPLES)
@@ -140,6 +147,7 @@ class EpochStats:
         return LoaderStats(
             epoch=self.epoch,
             num_workers=self.num_workers,
+            active_workers=self.num_workers if self.tune is None else self.tune.active,
             elapsed_s=max(last - self.started, 0) / 1e9 if last else 0.0,
             batches=delivered,
             built=sum(r.batches for r in self.workers),
