@@ -85,6 +85,15 @@ def test_bench_bad_options(path, capsys, opts, needle):
     assert needle in capsys.readouterr().err
 
 
+@pytest.mark.timeout(60)
+def test_bench_takes_auto_workers(path, capsys):
+    args = ["bench", str(path), "--epochs", "2", "--batch-size", "100", "--no-baseline", "--num-workers", "auto"]
+    assert main(args) == 0
+    assert "num_workers=auto" in capsys.readouterr().out
+    assert main(["bench", str(path), "--num-workers", "many"]) == 2
+    assert "'many'" in capsys.readouterr().err
+
+
 def test_bench_bad_files(tmp_path, capsys):
     assert main(["bench", str(tmp_path / "nope.ndf")]) == 2
     assert "cannot open" in capsys.readouterr().err

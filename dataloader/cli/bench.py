@@ -45,7 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("file", metavar="FILE.ndf")
     p.add_argument("--batch-size", type=int, default=256, help="rows per batch (default 256)")
     p.add_argument(
-        "--num-workers", type=int, default=2, help="worker threads (default 2; 0 = none)"
+        "--num-workers", type=_workers, default=2,
+        help="worker threads, or 'auto' (default 2; 0 = none)",
     )
     p.add_argument(
         "--prefetch-depth", type=int, default=2, help="batches beyond one per worker (default 2)"
@@ -74,10 +75,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def _workers(text: str) -> int | str:
+    """``--num-workers``: an int, or ``auto`` (``DataLoader(num_workers="auto")``)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: an int >= 0 or 'auto'") from None
+
+
 def _check(args: argparse.Namespace) -> None:
+    if args.num_workers != "auto" and args.num_workers < 0:
+        raise CliError(f"--num-workers must be >= 0 or 'auto', got {args.num_workers}")
     for name, low in (
         ("batch_size", 1),
-        ("num_workers", 0),
         ("prefetch_depth", 0),
         ("epochs", 1),
         ("seed", 0),
