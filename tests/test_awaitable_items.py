@@ -175,3 +175,32 @@ def test_getitems_with_coroutines_among_its_items_names_the_first_and_closes_the
     assert out[1][0] == "error" and out[1][1][0] == "TypeError"
     assert "returned a coroutine as the item of index 5" in out[1][1][1][0]
     assert all_closed(ds.made) and len(ds.made) == 2
+
+
+def test_getitems_columns_are_not_read_item_by_item_for_the_check():
+    # A BatchedItems (NdfDataset, ArrayDataset) holds columns: the check must not build rows.
+    class Columns:
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __iter__(self):
+            raise AssertionError("iterated item by item")
+
+        def __getitem__(self, i):
+            raise AssertionError("indexed item by item")
+
+    class Columnar:
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            raise AssertionError("not used")
+
+        def __getitems__(self, indices):
+            return Columns(len(indices))
+
+    loader = DataLoader(Columnar(), batch_size=4, collate_fn=lambda b: len(b))
+    assert list(loader) == [4, 4]
