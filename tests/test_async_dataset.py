@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from dataloader import AsyncDataset, DataLoader, Dataset
 from dataloader._engine.async_loop import ASYNC_THREAD_NAME
 
-from conftest import collect
+from _support import collect
 
 
 class Sleepy(AsyncDataset):

@@ -14,7 +14,7 @@ import pytest
 from dataloader import DataLoader, Dataset
 from dataloader._native._awaitable import first_awaitable, is_awaitable
 
-from conftest import collect
+from _support import collect
 
 
 async def _load(i):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import run_python
+from _support import run_python
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_python
+from _support import run_python
 
 import dataloader.ndf as ndf
 from dataloader.__main__ import main

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, run_python
+from _support import REPO, run_python
 
 import dataloader
 from dataloader.__main__ import main

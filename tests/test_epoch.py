@@ -11,7 +11,7 @@ import weakref
 import numpy as np
 import pytest
 
-from conftest import RecordingDataset, collect
+from _support import RecordingDataset, collect
 from dataloader.dataset import ArrayDataset
 from dataloader.loader import DataLoader
 

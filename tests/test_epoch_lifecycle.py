@@ -24,7 +24,7 @@ import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
 import dataloader.loader as loader_module
 from _fork import fork_and_wait
-from conftest import RecordingDataset
+from _support import RecordingDataset
 from dataloader import DataLoader, IterableDataset
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import run_threads
+from _support import run_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

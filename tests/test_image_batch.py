@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import run_python, run_threads
+from _support import run_python, run_threads
 
 from dataloader.image import ImageBatch, ImageCollator
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("PIL")
 from _image_data import photo
-from conftest import run_threads
+from _support import run_threads
 from PIL import Image
 
 from dataloader._native import _resize

@@ -18,7 +18,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import run_python
+from _support import run_python
 
 import dataloader
 

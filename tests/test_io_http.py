@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("aiohttp")
 
 from _http_server import FaultServer  # noqa: E402
-from conftest import collect  # noqa: E402
+from _support import collect  # noqa: E402
 from dataloader import DataLoader  # noqa: E402
 from dataloader.io import HttpDataset, Locations, Retry, Template  # noqa: E402
 

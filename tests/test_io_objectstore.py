@@ -17,7 +17,7 @@ import pytest
 
 obstore = pytest.importorskip("obstore")
 
-from conftest import collect  # noqa: E402
+from _support import collect  # noqa: E402
 from dataloader import DataLoader  # noqa: E402
 from dataloader.io import Locations, ObjectStoreDataset, Retry, Template  # noqa: E402
 

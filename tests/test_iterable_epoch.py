@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 import pytest
 
-from conftest import collect
+from _support import collect
 from dataloader import DataLoader, IterableDataset, get_worker_info
 from _iterators import Resumable
 

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 import pytest
 
-from conftest import RecordingDataset, collect
+from _support import RecordingDataset, collect
 from dataloader import DataLoader
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
 

@@ -17,7 +17,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conftest import collect
+from _support import collect
 from dataloader import (
     BatchSampler,
     DataLoader,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import collect
+from _support import collect
 from dataloader import ArrayDataset, DataLoader, item_rng
 from dataloader._collation import default as default_module
 from dataloader._engine.build import Fetcher

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import collect
+from _support import collect
 from dataloader import DataLoader, DistributedSampler, get_worker_info
 from dataloader._context import epoch_seed
 from dataloader._engine.pool import WorkerPool

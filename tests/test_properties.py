@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import RecordingDataset, collect
+from _support import RecordingDataset, collect
 from dataloader import ArrayDataset, IterableDataset, get_worker_info
 from dataloader._engine import autotune
 from dataloader.loader import DataLoader

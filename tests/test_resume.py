@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import RecordingDataset
+from _support import RecordingDataset
 from dataloader import IterableDataset, get_worker_info
 from dataloader.distributed import DistributedSampler
 from dataloader._rng import rng_for

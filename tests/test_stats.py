@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import RecordingDataset
+from _support import RecordingDataset
 from dataloader import DataLoader, IterableDataset, LoaderStats
 from dataloader._engine import stats as stats_mod
 from dataloader._native._stats import PAGE_INTERVALS, ConsumerRecorder, Recorder, now_ns
