@@ -45,7 +45,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
-from dataloader._engine.autotune import EpochTune
+from dataloader._engine.autotune import EpochTune, usable_cpus
 from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
 from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
@@ -197,7 +197,7 @@ class Epoch(EpochIterator):
         self._in_order = in_order
         self._keep_alive = keep_alive
         self._pool: WorkerPool | None = pool
-        self._window = Window(window, source.owners)
+        self._window = Window(window, source.owners, usable_cpus())
         self._source: WorkSource | None = source
         self._shared = _Shared(source, window, pool.num_workers, tune)
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)

@@ -82,6 +82,10 @@ cdef extern from * nogil:
     #else
     static inline void dl_yield(void) { std::this_thread::yield(); }
     #endif
+    static inline int dl_hardware_cpus(void) {
+        unsigned n = std::thread::hardware_concurrency();
+        return n > 0 ? (int)n : 1;
+    }
     static inline int64_t dl_now_us(void) {
         return std::chrono::duration_cast<std::chrono::microseconds>(
             std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -103,6 +107,7 @@ cdef extern from * nogil:
     void dl_conds_free(dl_cond* p)
     void dl_cond_wait_us(dl_cond& cv, dl_mutex& m, int64_t us)
     void dl_yield()
+    int dl_hardware_cpus()
     int64_t dl_now_us()
 
 
@@ -141,6 +146,9 @@ cdef enum:
     # sleeps too), more than a cheap batch.  Each side adapts its budget (µs): a spin that
     # found its batch raises it (by half, up to SPIN_MAX_US), one that ended in a sleep
     # halves it (down to SPIN_MIN_US): with batches that take long, a wait spins a few µs.
+    # A thread spins only while the threads that want a core (the workers building, the
+    # consumer unless it sleeps, and itself) fit in the CPUs given to the window: on a full
+    # machine a spinner would take the core a builder needs, and waking costs little there.
     SPIN_MIN_US = 2
     SPIN_START_US = 16
     SPIN_MAX_US = 64
@@ -166,6 +174,8 @@ cdef class Window:
     cdef atomic[int] _waiting_workers
     cdef atomic[int] _consumer_waiting
     cdef atomic[int] _active           # workers inside this epoch
+    cdef atomic[int64_t] _completed    # batches completed so far (claimed - completed: building)
+    cdef int _cpus                     # CPUs the epoch's threads may use (for the spin rule)
     cdef atomic[int64_t] _consumer_spin_us  # the consumer's spin budget before it sleeps
     cdef atomic[int64_t] _worker_spin_us    # the workers' (shared) spin budget before they sleep
     cdef atomic[int64_t]* _slots       # per slot: the batch number whose result is there, or FREE/TAKEN

@@ -7,7 +7,9 @@ TIMED_OUT: Final[int]
 CANCELLED: Final[int]
 
 class Window:
-    def __init__(self, size: int, owners: int = 0) -> None: ...
+    def __init__(self, size: int, owners: int = 0, cpus: int = 0) -> None:
+        """``cpus``: CPUs the epoch's threads may use (0: the machine's), for the rule that a
+        thread spins before it sleeps only while the threads wanting a core fit in them."""
     @property
     def size(self) -> int: ...
     @property

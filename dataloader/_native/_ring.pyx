@@ -24,6 +24,8 @@ cdef class Window:
         owners: 0 for an untagged window (any worker claims any batch), or the
             number of workers ``n`` of a tagged one: every batch is then published
             for one worker ``0 <= w < n``, which alone claims it.
+        cpus: CPUs the epoch's threads may use (0: the machine's); a thread spins before
+            it sleeps only while the threads that want a core fit in them (``_ring.pxd``).
 
     Thread-safety: ``claim``, ``complete`` and ``leave`` may be called from any
     number of worker threads (in a tagged window, ``claim(w)`` from one thread per
@@ -32,7 +34,7 @@ cdef class Window:
     arguments, returns and raises: ``_ring.pyi``; the protocol: ``_ring.pxd``.
     """
 
-    def __cinit__(self, Py_ssize_t size, int owners=0):
+    def __cinit__(self, Py_ssize_t size, int owners=0, int cpus=0):
         cdef int w
         if size < 1:
             raise ValueError(f"{size=} must be >= 1")
@@ -63,6 +65,8 @@ cdef class Window:
         self._waiting_workers.store(0)
         self._consumer_waiting.store(0)
         self._active.store(0)
+        self._completed.store(0)
+        self._cpus = cpus if cpus > 0 else dl_hardware_cpus()
         self._consumer_spin_us.store(SPIN_START_US)
         self._worker_spin_us.store(SPIN_START_US)
 
@@ -341,6 +345,7 @@ cdef class Window:
         return S_END if k < 0 else k
 
     cdef void _complete(self, int64_t k) noexcept nogil:
+        self._completed.fetch_add(1, memory_order_relaxed)
         self._slots[k % self._size].store(k, memory_order_release)
         if self._consumer_waiting.load() != 0:
             self._mutex.lock()
@@ -368,6 +373,8 @@ cdef class Window:
             self._mutex.lock()
             self._work_ready.notify_all()
             self._mutex.unlock()
+        if self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed) + 1 > self._cpus:
+            return -1  # the builders need every core: sleep at once
         start = dl_now_us()
         while True:
             dl_yield()
@@ -387,9 +394,14 @@ cdef class Window:
         # the budget ran out or the window finished (the caller then takes the sleeping path,
         # which handles both).  ``w`` is ANY_OWNER in an untagged window.
         cdef int64_t budget = self._worker_spin_us.load(memory_order_relaxed)
-        cdef int64_t start = dl_now_us()
+        cdef int64_t start
         cdef int64_t k
         cdef int state
+        cdef int64_t wanting = (self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed)
+                                + (0 if self._consumer_waiting.load(memory_order_relaxed) else 1) + 1)
+        if wanting > self._cpus:
+            return -1  # the builders and the consumer need every core: sleep at once
+        start = dl_now_us()
         while True:
             dl_yield()
             k = self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
