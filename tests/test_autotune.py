@@ -34,6 +34,14 @@ def clock(monkeypatch):
     return c
 
 
+def inline_start(tuner, consumer, clock):
+    """A fresh probe's first epoch, inline, past its start-up period (which is skipped)."""
+    tune = tuner.for_epoch(consumer, inline=True)
+    n = period(tune, consumer, clock, 0, 10, 0.0)  # start-up: slow, and not measured
+    assert tune.active == 0 and not tuner.settled
+    return tune, n
+
+
 def period(tune, consumer, clock, delivered, batches_per_s, wait_share):
     """One measuring period of AUTO_PERIOD_S in which the consumer got ``batches_per_s``."""
     seconds = autotune.AUTO_PERIOD_S * 1.25  # whole periods despite float rounding
@@ -88,9 +96,8 @@ def test_ticks_before_the_end_of_a_period_change_nothing(clock):
 
 def test_auto_starts_inline_tries_one_worker_and_keeps_inline_when_it_is_faster(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer, inline=True)
-    assert tune.active == 0  # the consumer builds the batches itself
-    n = period(tune, consumer, clock, 0, 1000, 0.0)  # inline never "waits": a worker is tried anyway
+    tune, n = inline_start(tuner, consumer, clock)  # the consumer builds the batches itself
+    n = period(tune, consumer, clock, n, 1000, 0.0)  # inline never "waits": a worker is tried anyway
     assert tune.active == 1 and not tuner.settled
     n = period(tune, consumer, clock, n, 500, 0.5)  # skipped: the worker ramps up
     n = period(tune, consumer, clock, n, 1020, 0.5)  # +2%, but one worker cannot build in parallel
@@ -104,8 +111,8 @@ def test_auto_starts_inline_tries_one_worker_and_keeps_inline_when_it_is_faster(
 
 def test_auto_leaves_inline_when_workers_are_faster(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer, inline=True)
-    n = period(tune, consumer, clock, 0, 1000, 0.0)
+    tune, n = inline_start(tuner, consumer, clock)
+    n = period(tune, consumer, clock, n, 1000, 0.0)
     n = period(tune, consumer, clock, n, 1000, 0.5)  # skipped
     n = period(tune, consumer, clock, n, 1800, 0.5)  # one worker: +80%, and the consumer waits
     assert tune.active == 2 and not tuner.settled
@@ -113,8 +120,8 @@ def test_auto_leaves_inline_when_workers_are_faster(clock):
 
 def test_auto_returns_inline_when_one_worker_neither_gains_nor_waits(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune = tuner.for_epoch(consumer, inline=True)
-    n = period(tune, consumer, clock, 0, 1000, 0.0)
+    tune, n = inline_start(tuner, consumer, clock)
+    n = period(tune, consumer, clock, n, 1000, 0.0)
     n = period(tune, consumer, clock, n, 1000, 0.0)  # skipped
     period(tune, consumer, clock, n, 1010, 0.01)  # one worker, no gain and no waiting
     assert tune.active == 0 and tuner.settled
@@ -122,8 +129,8 @@ def test_auto_returns_inline_when_one_worker_neither_gains_nor_waits(clock):
 
 def test_an_epoch_that_ends_before_the_probe_settles_hands_it_to_the_next(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    first = tuner.for_epoch(consumer, inline=True)
-    period(first, consumer, clock, 0, 1000, 0.0)  # inline measured: one worker next
+    first, n = inline_start(tuner, consumer, clock)
+    period(first, consumer, clock, n, 1000, 0.0)  # inline measured: one worker next
     assert first.active == 1 and not tuner.settled  # ... and the epoch ends here
     second = tuner.for_epoch(consumer, inline=True)
     assert second.active == 1  # not inline again: the probe goes on
@@ -336,3 +343,20 @@ def test_dropped_auto_epoch_wakes_its_gated_workers(monkeypatch):
     while gated() and time.monotonic() < deadline + 5.0:
         time.sleep(0.001)
     assert not gated()
+
+
+def test_auto_settled_inline_runs_later_epochs_without_the_window(monkeypatch):
+    from dataloader._engine.iterator import SequentialEpoch
+
+    x = np.arange(40.0).reshape(20, 2)
+    loader = DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5, num_workers="auto")
+    loader._plan.tuner._settle(0)
+    it = iter(loader)
+    assert isinstance(it, SequentialEpoch)
+    got = [b[0] for b in it]
+    assert loader.stats.active_workers == 0
+    fixed = [b[0] for b in DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5)]
+    assert len(got) == len(fixed) == 7
+    for a, b in zip(got, fixed):
+        np.testing.assert_array_equal(a, b)
+    loader.close()

@@ -17,7 +17,8 @@ least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
    ``worker_init_fn``, which inline batches would not run, without a ``timeout``,
    which a batch built inside ``next()`` cannot have, and not for an
    ``AsyncDataset``; else one worker), or with the count an earlier epoch settled on;
-2. the period after a change is skipped (the new worker ramps up);
+2. the period after a change is skipped (the new worker ramps up), and so is the
+   first period of a probe that starts inline (the epoch's start-up);
 3. a period's throughput (batches/s) that beats the best seen by more than
    ``AUTO_GAIN`` (5%) becomes the best; then, if the consumer waited more than
    ``AUTO_STARVED`` (5%) of the period (always, inline: building is the consumer's
@@ -45,7 +46,7 @@ from typing import Any
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, WAIT_SLICE_S
 from dataloader._native._stats import ConsumerRecorder
 
-__all__ = ["AUTO_MAX_WORKERS", "AutoTuner", "EpochTune", "auto_max_workers", "resolve_auto"]
+__all__ = ["AUTO_MAX_WORKERS", "AutoTuner", "EpochTune", "auto_max_workers", "resolve_auto", "usable_cpus"]
 
 # Workers "auto" may use at most (also bounded by the CPUs this process may use): beyond 16,
 # a map-style batch hand-off through one consumer thread is the limit in every workload measured.
@@ -60,8 +61,8 @@ AUTO_GAIN = 1.05  # a new worker must raise throughput by 5% to stay
 AUTO_STARVED = 0.05  # the consumer waiting over 5% of a period asks for another worker
 
 
-def auto_max_workers() -> int:
-    """The most workers ``num_workers="auto"`` uses: CPUs this process may use, capped."""
+def usable_cpus() -> int:
+    """CPUs this process may use (its affinity where the OS has one), at least 1."""
     count = getattr(os, "process_cpu_count", None)  # 3.13+
     if count is not None:
         cpus = count()
@@ -69,7 +70,12 @@ def auto_max_workers() -> int:
         cpus = len(os.sched_getaffinity(0))
     else:
         cpus = os.cpu_count()
-    return max(1, min(cpus or 1, AUTO_MAX_WORKERS))
+    return max(1, cpus or 1)
+
+
+def auto_max_workers() -> int:
+    """The most workers ``num_workers="auto"`` uses: CPUs this process may use, capped."""
+    return min(usable_cpus(), AUTO_MAX_WORKERS)
 
 
 class AutoTuner:
@@ -146,7 +152,10 @@ class EpochTune:
         self._n0 = 0
         self._w0 = 0
         self._next = AUTO_MIN_BATCHES
-        self._skip = False  # the first period includes the epoch's start-up: measured as it is
+        # The first period of a fresh probe that starts inline includes the epoch's start-up
+        # (the sampler's first draw, the window filling): skipped, or inline building would
+        # look slower than it is against the workers measured after it.
+        self._skip = best is None and not settled and active == 0
         self._best = active if best is None else best
         self._best_rate = best_rate
 

@@ -161,7 +161,13 @@ class EpochPlan:
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
             source = source_cls(indices, fetch, setup, self.num_workers, stats)
-        if self.num_workers == 0:
+        if self.tuner is not None:
+            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
+        settled_inline = inline and self.tuner is not None and self.tuner.settled and stats.tune.active == 0
+        if self.num_workers == 0 or settled_inline:
+            # num_workers=0, or "auto" settled inline: no window and no thread at all.
+            if owns_pool and pool is not None:
+                pool.shutdown()
             items = None
             if start_error is None:
                 try:
@@ -172,8 +178,6 @@ class EpochPlan:
                     start_error = exc
             return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats)
         assert pool is not None and (skip == 0 or not self.iterable)
-        if self.tuner is not None:
-            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
