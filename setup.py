@@ -26,6 +26,7 @@ if SANITIZE:
 
 # name -> (language, extra compile args)
 NATIVE = {
+    "_window_core": ("c++", ["-std=c++17"]),
     "_ring": ("c++", ["-std=c++17"]),
     "_stats": ("c++", ["-std=c++17"]),
     "_awaitable": ("c", []),
