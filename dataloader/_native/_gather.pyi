@@ -10,6 +10,9 @@ class Reader:
 
     name: object
     mapped: bool
+    n: int
+    d: int
+    l: int  # noqa: E741
     def __init__(
         self,
         fd: int,
@@ -33,3 +36,5 @@ class Reader:
     def gather_one(
         self, index: int, out_x: npt.NDArray[np.float64], out_y: npt.NDArray[np.float64]
     ) -> None: ...
+    def error(self, status: int, index: int = -1) -> Exception:
+        """The exception of a gather that returned ``status`` (``index``: a bad index)."""

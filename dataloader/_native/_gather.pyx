@@ -63,7 +63,6 @@ cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_
     return 0
 
 
-@cython.final
 cdef class Reader:
     """Owner of an open `.ndf` descriptor; gathers rows without the GIL.
 
@@ -77,19 +76,6 @@ cdef class Reader:
         use_mmap: map the file (True) or read with preadv (False).
         advice: index into ADVICE, passed to madvise / posix_fadvise.
     """
-
-    cdef int fd
-    cdef bint owns_fd
-    cdef char* base
-    cdef size_t map_bytes
-    cdef int64_t n
-    cdef int64_t data_offset
-    cdef Py_ssize_t x_bytes, y_bytes, row_bytes, d, l
-    cdef readonly object name
-    cdef readonly bint mapped
-    cdef cython.pymutex lock
-    cdef Py_ssize_t readers
-    cdef bint closed, released
 
     def __cinit__(self, int fd, object name, int64_t n, Py_ssize_t d, Py_ssize_t l,
                   int64_t data_offset, bint use_mmap, int advice):
@@ -156,15 +142,13 @@ cdef class Reader:
         if free_now:
             self._free()
 
-    cdef int _enter(self) except -1:
+    cdef bint _try_enter(self) noexcept nogil:
         cdef bint ok = False
         with self.lock:
             if not self.closed:
                 self.readers += 1
                 ok = True
-        if not ok:
-            raise ValueError(f"I/O operation on closed .ndf file {self.name!r}")
-        return 0
+        return ok
 
     cdef void _leave(self) noexcept nogil:
         cdef bint free_now = False
@@ -176,17 +160,23 @@ cdef class Reader:
         if free_now:
             self._free()
 
-    cdef int _raise_status(self, int status) except -1:
+    def error(self, int status, int64_t index=-1):
+        """The exception a gather that returned ``status`` (not 0) raises; ``index``: the bad
+        index of ``GATHER_BAD_INDEX``."""
+        if status == GATHER_BAD_INDEX:
+            return IndexError(f"index {index} is out of range for {self.n} rows in {self.name!r}")
+        if status == GATHER_CLOSED:
+            return ValueError(f"I/O operation on closed .ndf file {self.name!r}")
         if status == GATHER_EOF:
-            raise OSError(f"unexpected end of file in {self.name!r} (truncated while open?)")
+            return OSError(f"unexpected end of file in {self.name!r} (truncated while open?)")
         if status == GATHER_FAULT:
-            raise OSError(
+            return OSError(
                 EIO,
                 "the mapped file is shorter than its header says (truncated while open?); "
                 "rows past its end cannot be read",
                 self.name,
             )
-        raise OSError(-status, os.strerror(-status), self.name)
+        return OSError(-status, os.strerror(-status), self.name)
 
     def gather(self, cnp.ndarray indices not None, cnp.ndarray out_x not None,
                cnp.ndarray out_y not None):
@@ -216,27 +206,32 @@ cdef class Reader:
         _check_out(out_y, "out_y", 1, self.l, flat=True)
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
+    cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
+                           Py_ssize_t* bad) noexcept nogil:
+        cdef int status
+        bad[0] = -1
+        if not self._try_enter():
+            return GATHER_CLOSED
+        # Check all first so that nothing is read when an index is bad;
+        # the kernels check again as they load each index.
+        bad[0] = first_bad_index(idx, count, self.n)
+        if bad[0] >= 0:
+            status = GATHER_BAD_INDEX
+        elif self.base != NULL:
+            status = gather_mapped_guarded(
+                self.base, self.map_bytes, self.base + self.data_offset, self.n,
+                self.row_bytes, idx, count, px, self.x_bytes, py, self.y_bytes, bad)
+        else:
+            status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
+                                  idx, count, px, self.x_bytes, py, self.y_bytes, bad)
+        self._leave()
+        return status
+
     cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
         cdef Py_ssize_t bad = -1
-        cdef int status = 0
-        self._enter()
+        cdef int status
         with nogil:
-            # Check all first so that nothing is read when an index is bad;
-            # the kernels check again as they load each index.
-            bad = first_bad_index(idx, count, self.n)
-            if bad >= 0:
-                status = GATHER_BAD_INDEX
-            elif self.base != NULL:
-                status = gather_mapped_guarded(
-                    self.base, self.map_bytes, self.base + self.data_offset, self.n,
-                    self.row_bytes, idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
-            else:
-                status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
-                                      idx, count, px, self.x_bytes, py, self.y_bytes, &bad)
-            self._leave()
-        if status == GATHER_BAD_INDEX:
-            raise IndexError(
-                f"index {idx[bad]} is out of range for {self.n} rows in {self.name!r}")
+            status = self.gather_status(idx, count, px, py, &bad)
         if status != 0:
-            self._raise_status(status)
+            raise self.error(status, idx[bad] if bad >= 0 else -1)
         return 0
