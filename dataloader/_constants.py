@@ -12,6 +12,7 @@ __all__ = [
     "MAX_WINDOW_BATCHES",
     "BUFFER_RETURN_TIMEOUT_S",
     "INDEX_CHUNK_ROWS",
+    "PERMUTATION_CHUNK_ROWS",
     "DEFAULT_PREFETCH_DEPTH",
     "SHUTDOWN_JOIN_TIMEOUT_S",
     "WAIT_SLICE_S",
@@ -42,6 +43,14 @@ LANE_THREAD_PREFIX = "dataloader-lane"
 # work of a chunk, small enough that starting an epoch over 10**9 rows is instant and memory
 # stays constant.  Changing it changes the exact draws of seeded samplers with replacement.
 INDEX_CHUNK_ROWS = 1 << 16
+
+# Indices of a shuffled epoch computed per step (``Permutation.fill``, ~11 ns a row: ~11 us a
+# chunk).  The permutation is a pure function of the position, so this changes no index.
+# Small because the consumer computes a chunk while it delivers nothing: with 64 Ki rows
+# (0.7 ms) the workers of a cheap-batch epoch sat idle once their window was full (W1, 2
+# workers, prefetch_depth 2, 3.13t, us a batch: 13.3 with 64 Ki rows, 14.7 with 8 Ki, 13.0 with
+# 2 Ki, 11.0-11.4 with 1 Ki, 11.8 with 512, 12.3 with 256: the per-chunk Python, ~1 us, shows).
+PERMUTATION_CHUNK_ROWS = 1 << 10
 
 # How long a finished ImageBatch waits for its buffer pool's lock before giving
 # up and simply freeing the buffer.  The lock is only ever held for a list

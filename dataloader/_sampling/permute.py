@@ -7,7 +7,7 @@ the first draws of the epoch's generator (:func:`dataloader._rng.rng_for`), so w
 seed epoch ``e``'s order is a pure function of ``(seed, e)``: the keys come from
 ``numpy.random.Generator(PCG64(SeedSequence([seed, e])))``.
 
-Nothing here is ``n``-sized: a permutation is 80 bytes and chunks are ``INDEX_CHUNK_ROWS``
+Nothing here is ``n``-sized: a permutation is 80 bytes and chunks are ``PERMUTATION_CHUNK_ROWS``
 rows, so ``n = 10**12`` starts at once.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from dataloader._constants import INDEX_CHUNK_ROWS
+from dataloader._constants import PERMUTATION_CHUNK_ROWS
 from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader._rng import check_seed, rng_for
 from dataloader._sampling.base import readonly
@@ -53,12 +53,12 @@ def permutation_chunks(
 ) -> Iterator[np.ndarray]:
     """Yield ``perm``'s indices at positions ``[start, stop)`` plus ``offset``, lazily.
 
-    Each chunk is a fresh read-only int64 array of at most ``INDEX_CHUNK_ROWS`` rows
+    Each chunk is a fresh read-only int64 array of at most ``PERMUTATION_CHUNK_ROWS`` rows
     (batches are views of it), computed when the consumer asks for it (without the GIL).
     """
     stop = len(perm) if stop is None else stop
-    for begin in range(start, stop, INDEX_CHUNK_ROWS):
-        chunk = np.empty(min(INDEX_CHUNK_ROWS, stop - begin), dtype=np.int64)
+    for begin in range(start, stop, PERMUTATION_CHUNK_ROWS):
+        chunk = np.empty(min(PERMUTATION_CHUNK_ROWS, stop - begin), dtype=np.int64)
         perm.fill(begin, chunk)
         if offset:
             chunk += offset
