@@ -29,6 +29,7 @@ NATIVE = {
     "_window_core": ("c++", ["-std=c++17"]),
     "_ring": ("c++", ["-std=c++17"]),
     "_stats": ("c++", ["-std=c++17"]),
+    "_rowjobs": ("c++", ["-std=c++17"]),
     "_awaitable": ("c", []),
     "_rowcopy": ("c", []),
     "_gather": ("c", []),

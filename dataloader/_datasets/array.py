@@ -53,6 +53,11 @@ class ArrayDataset(Dataset[tuple]):
     def __getitem__(self, index: Any) -> tuple[Any, ...]:
         return tuple(a[index] for a in self.arrays)
 
+    def _native_rows(self) -> tuple[Any, ...] | None:
+        """What the loader's native batch jobs gather from (``_native/_rowjobs.pyx``): the
+        arrays; None for a subclass (its ``__getitem__``/``__getitems__`` may differ)."""
+        return self.arrays if type(self) is ArrayDataset else None
+
     def __getitems__(
         self, indices: Sequence[int] | np.ndarray, out: Sequence[np.ndarray | None] | None = None
     ) -> BatchedItems:

@@ -28,6 +28,7 @@ from dataloader._engine.lanes import LanePool, fetch_with_lanes
 from dataloader._indices import as_index_array
 from dataloader._native._awaitable import is_awaitable
 from dataloader._native._rowcopy import take_columns
+from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
 
 __all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
@@ -168,7 +169,7 @@ class Fetcher(Builder):
     +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
     """
 
-    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native")
+    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native", "_rows")
 
     def __init__(
         self,
@@ -189,8 +190,12 @@ class Fetcher(Builder):
         # The native batch path: an ArrayDataset (not a subclass) collated by default_collate,
         # no transform, one lane.  Same batches as __getitems__ + default_collate, without the
         # BatchedItems in between (docs/benchmarks.md, "Per-batch overhead").
-        self._native = (type(dataset) is ArrayDataset and auto_collation and transform is None
-                        and collate_fn is default_collate and item_concurrency == 1)
+        plain = auto_collation and transform is None and collate_fn is default_collate and item_concurrency == 1
+        self._native = type(dataset) is ArrayDataset and plain
+        # The native batch jobs (an ArrayDataset's arrays or an NdfDataset's Reader; not a
+        # subclass's): workers build these batches with no Python (_native/_rowjobs.pyx).
+        rows = getattr(dataset, "_native_rows", None) if plain else None
+        self._rows = rows() if rows is not None else None
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
         items: Any
@@ -232,6 +237,29 @@ class Fetcher(Builder):
         if out is None:  # not numeric (a structured dtype), or collation rules changed
             out = self._collate(BatchedItems._of(columns, n))
         rec.done()
+        return out
+
+    def row_jobs(self, size: int) -> RowJobs | None:
+        """The native row-gather jobs of an epoch's window of ``size`` slots, or None when its
+        batches are not on the native batch path (then ``build`` builds every batch)."""
+        rows = self._rows
+        return RowJobs(size, rows) if rows is not None and can_run(rows) else None
+
+    def prepare(self, jobs: RowJobs, slot: int, indices: Any) -> Any:
+        """The batch of ``indices`` as ``build`` returns it on the native batch path, with
+        ``slot``'s job set to fill it (consumer, before it publishes the batch); or None, and
+        the slot holds no job: ``build`` then builds the batch (and raises what it raises)."""
+        try:
+            idx = as_index_array(indices)
+        except Exception:  # raised for its batch by build(), on the general path
+            jobs.drop(slot)
+            return None
+        outs = jobs.prepare(slot, idx)
+        if outs is None:
+            return None
+        out = collate_columns(outs, len(idx))
+        if out is None:  # collation rules changed (default_collate_fn_map)
+            jobs.drop(slot)
         return out
 
     def fetch_item(self, index: Any) -> Any:

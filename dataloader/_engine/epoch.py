@@ -53,6 +53,8 @@ from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
+from dataloader._native._rowjobs import RowJobs
+from dataloader._native._stats import Recorder
 
 __all__ = ["Epoch", "finalizer_not_at_exit"]
 
@@ -68,20 +70,24 @@ def finalizer_not_at_exit(obj: object, fn: Callable[..., Any], *args: Any) -> we
 class _Shared:
     """The part of an epoch that worker threads see, through a weak reference."""
 
-    __slots__ = ("source", "size", "tasks", "results", "infos", "tune", "__weakref__")
+    __slots__ = ("source", "size", "tasks", "results", "prepared", "infos", "tune", "jobs", "__weakref__")
 
-    def __init__(self, source: WorkSource, size: int, num_workers: int, tune: EpochTune | None) -> None:
+    def __init__(
+        self, source: WorkSource, size: int, num_workers: int, tune: EpochTune | None, jobs: RowJobs | None
+    ) -> None:
         self.source: WorkSource | None = source
         self.tune = tune  # num_workers="auto": the gate before each claim (holds no epoch object)
+        self.jobs = jobs  # native row-gather jobs (holds no epoch object either), or None
         self.size = size
         self.tasks: list[Any] = [None] * size
         self.results: list[Any] = [None] * size
+        self.prepared: list[Any] = [None] * size  # per slot: the batch its native job fills
         self.infos: list[_context.WorkerInfo | None] = [None] * num_workers
 
     def clear(self) -> None:
         self.source = None
         for i in range(self.size):
-            self.tasks[i] = self.results[i] = None
+            self.tasks[i] = self.results[i] = self.prepared[i] = None
         self.infos = [None] * len(self.infos)
 
 
@@ -97,12 +103,24 @@ def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
         if shared is None or source is None:
             return
         shared.infos[worker_id] = source.start_worker(worker_id, window)
-        tune, size = shared.tune, shared.size
+        tune, size, jobs = shared.tune, shared.size, shared.jobs
+        rec = source.native_recorder(worker_id) if jobs is not None else None  # None: no native jobs
         del shared, source
         set_worker = _context._set_worker
         set_worker(None)
         claim, complete = window.claim, window.complete
-        while (tune is None or tune.admit(worker_id, window)) and (k := claim(worker_id)) >= 0:
+        while tune is None or tune.admit(worker_id, window):
+            if jobs is None or rec is None:
+                k = claim(worker_id)
+            elif tune is None:
+                k = jobs.work(window, rec)  # builds native batches without the GIL; returns another
+            else:  # "auto": the gate decides before every claim
+                k = claim(worker_id)
+                if k >= 0 and jobs.run(window, k, rec):
+                    complete(k)
+                    continue
+            if k < 0:
+                break
             shared = ref()
             source = shared.source if shared is not None else None
             if shared is None or source is None:
@@ -167,6 +185,9 @@ class Epoch(EpochIterator):
         tune: the worker gate and probe of ``num_workers="auto"``, or None.
         inline: builds a work item on the consumer thread (``"auto"`` with no active
             worker: ``tune.active == 0``), or None where that is not allowed.
+        help_rec: the consumer's recorder for the native batches it builds itself while
+            the one it needs is not ready; None: the consumer never builds one (then
+            workers build native batches with no Python all the same: ``_rowjobs``).
     """
 
     def __init__(
@@ -185,6 +206,7 @@ class Epoch(EpochIterator):
         stats: EpochStats | None = None,
         tune: EpochTune | None = None,
         inline: Callable[[Any], Any] | None = None,
+        help_rec: Recorder | None = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
         self._tune = tune
@@ -199,7 +221,12 @@ class Epoch(EpochIterator):
         self._pool: WorkerPool | None = pool
         self._window = Window(window, source.owners, usable_cpus())
         self._source: WorkSource | None = source
-        self._shared = _Shared(source, window, pool.num_workers, tune)
+        # Native batches (an ArrayDataset on the native batch path): workers build them with no
+        # Python, and the consumer builds them too while the batch it needs is not ready.
+        self._help_rec = help_rec
+        jobs = source.row_jobs(window) if help_rec is not None else None
+        self._jobs = jobs
+        self._shared = _Shared(source, window, pool.num_workers, tune, jobs)
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)
         self._exhausted = False
         self._pending_error: tuple[int, BaseException] | None = None
@@ -240,6 +267,8 @@ class Epoch(EpochIterator):
             slot = window.published % shared.size
             shared.tasks[slot] = task
             self._owner[slot] = owner
+            if self._jobs is not None:
+                shared.prepared[slot] = source.prepare(self._jobs, slot, task)
             if window.publish(owner) == CANCELLED:  # by a close() meanwhile
                 return
 
@@ -286,6 +315,8 @@ class Epoch(EpochIterator):
                 self._end_of_epoch(k)
             if self._inline is not None and self._tune is not None and self._tune.active == 0:
                 self._build_inline()
+            elif self._jobs is not None and self._help_rec is not None:
+                self._jobs.help(window, k if self._in_order else -1, self._help_rec)
             try:
                 r = window.wait(k, self._timeout_s) if self._in_order else window.wait_any(self._timeout_s)
             except KeyboardInterrupt:
@@ -296,6 +327,12 @@ class Epoch(EpochIterator):
             slot = r % size
             result, owner = results[slot], self._owner[slot]
             results[slot] = tasks[slot] = None
+            if self._jobs is not None and (prepared := shared.prepared[slot]) is not None:
+                shared.prepared[slot] = None
+                if result is None:  # its job filled it (else a thread whose worker_init_fn failed built it)
+                    error = self._jobs.error(slot)
+                    result = prepared if error is None else Failure(error)
+                self._jobs.drop(slot)
             window.release(r)
             source = self._source
             keep = source is not None and source.taken(owner, result)
@@ -313,12 +350,13 @@ class Epoch(EpochIterator):
     def _build_inline(self) -> None:
         """Build the next unclaimed batch here, on the consumer thread (as ``num_workers=0``
         does: ``get_worker_info()`` is None) while ``"auto"`` runs with no active worker."""
-        window, shared, inline = self._window, self._shared, self._inline
+        window, shared, inline, jobs = self._window, self._shared, self._inline, self._jobs
         j = window.try_claim() if inline is not None else -1
         if j < 0 or inline is None:
             return
         slot = j % shared.size
-        shared.results[slot] = inline(shared.tasks[slot])
+        if jobs is None or self._help_rec is None or not jobs.run(window, j, self._help_rec):
+            shared.results[slot] = inline(shared.tasks[slot])
         window.complete(j)
 
     def _raise_status(self, status: int, k: int) -> None:

@@ -30,6 +30,8 @@ from dataloader._engine.errors import reported_length, warn_past_length
 from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
+from dataloader._native._rowjobs import RowJobs
+from dataloader._native._stats import Recorder
 
 __all__ = ["MapItems", "StreamItems"]
 
@@ -86,6 +88,19 @@ class MapItems:
 
     def stop_worker(self, worker_id: int) -> None:
         pass
+
+    def row_jobs(self, size: int) -> RowJobs | None:
+        """Native row-gather jobs for a window of ``size`` slots, or None (``Fetcher.row_jobs``)."""
+        return self._fetch.row_jobs(size) if type(self._fetch) is Fetcher else None
+
+    def prepare(self, jobs: RowJobs, slot: int, indices: Any) -> Any:
+        """The batch whose job ``slot`` now holds, or None (``Fetcher.prepare``)."""
+        return self._fetch.prepare(jobs, slot, indices)
+
+    def native_recorder(self, worker_id: int) -> Recorder | None:
+        """The recorder worker ``worker_id`` runs native jobs with, or None when it must not
+        run them: its ``worker_init_fn`` failed, which fails every batch it builds."""
+        return self._recs[worker_id] if self._init_failures[worker_id] is None else None
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
@@ -177,6 +192,15 @@ class StreamItems:
     def stop_worker(self, worker_id: int) -> None:
         """Drop this worker's stream (on its own thread: a generator finishes there)."""
         self._streams[worker_id] = None
+
+    def row_jobs(self, size: int) -> RowJobs | None:
+        return None  # a stream's batches are built from its iterator, by its own worker
+
+    def prepare(self, jobs: RowJobs, slot: int, item: Any) -> Any:
+        raise TypeError("an IterableDataset's batches have no native jobs")
+
+    def native_recorder(self, worker_id: int) -> Recorder | None:
+        return None
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``; the consumer

@@ -139,7 +139,10 @@ class EpochPlan:
         # loop, a timeout (next() cannot time out a batch it builds itself).
         inline = (self.tuner is not None and not self.iterable and self.async_loop is None
                   and self.worker_init_fn is None and self.timeout_s == 0)
-        stats = EpochStats(epoch_key[1], self.num_workers, inline)
+        # The consumer builds native batches (_rowjobs) while the one it needs is not ready: the
+        # extra recorder is its own, as for inline building.
+        helps = self.num_workers > 0 and not self.iterable and self.async_loop is None
+        stats = EpochStats(epoch_key[1], self.num_workers, inline or helps)
         inline_build: Callable[[Any], Any] | None = None
         source: MapItems | StreamItems
         if self.iterable:
@@ -184,6 +187,7 @@ class EpochPlan:
             progress=progress, stats=stats,
             tune=stats.tune,
             inline=inline_build,
+            help_rec=stats.workers[-1] if helps else None,
         )
 
 

@@ -299,6 +299,11 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
     def __getitems__(self, indices: Any) -> Any:
         return BatchedItems(self.file.read_rows(indices))
 
+    def _native_rows(self) -> Reader | None:
+        """What the loader's native batch jobs gather from (``_native/_rowjobs.pyx``): the
+        file's ``Reader``; None for a subclass (its ``__getitems__`` may differ)."""
+        return self.file._reader if type(self) is NdfDataset else None
+
     def close(self) -> None:
         """Close the file if this dataset opened it."""
         if self._owns_file:

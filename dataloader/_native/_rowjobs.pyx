@@ -1,0 +1,318 @@
+# cython: freethreading_compatible=True
+# distutils: language = c++
+"""Row-gather jobs: batches of rows that a thread builds with no Python.
+
+A batch of an ``ArrayDataset`` on the loader's native batch path is one row gather per
+column (``_rowcopy.gather_mapped``); a batch of an ``NdfDataset`` is one gather of its
+``Reader`` (``_gather.pyx``: mapped or ``preadv``, into x and y).  ``RowJobs`` holds one
+such job per slot of an epoch's claim window (``_ring.Window``):
+
+- the consumer (``prepare``, with the GIL, before it publishes the batch) copies the
+  batch's indices, checks them, allocates the output columns and fills the slot's job;
+- a worker (``work``) claims batches in a loop without the GIL and runs the job of every
+  native batch it claims, returning to Python only for a batch that is not native (or at
+  the end of the epoch): no Python object is touched, so on 3.11 a worker never waits for
+  the GIL and never takes it from the consumer;
+- the consumer (``help``), instead of sleeping while the batch it needs next is not
+  ready, claims the next unclaimed batch itself when it is native and builds it.
+
+A ``Reader`` gather can fail (the file was closed or truncated): the job keeps the status
+and ``error`` gives the exception the general path would have raised, for that batch.
+
+Lifetime: a slot's job is written by the consumer only after the batch in that slot was
+taken (``release`` needs its ``complete``), and read by a worker only after it claimed
+the batch (the window's acquire/release counters order the two).  The outputs, the
+index copies and the source columns are owned here, so a worker that still runs a job
+while the epoch is being dropped writes into memory that is alive: a worker keeps its
+``RowJobs`` referenced while it is in ``work``.
+"""
+
+cimport numpy as cnp
+from libc.stdint cimport int64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcpy
+from libcpp.atomic cimport memory_order_acquire
+
+from dataloader._native._gather cimport Reader
+from dataloader._native._rowcopy cimport first_bad_index, gather_mapped
+from dataloader._native._stats cimport Recorder, dl_stats_now_ns
+from dataloader._native._window_core cimport ANY, STATE_CANCELLED, WindowCore, dl_yield
+
+import numpy as np
+
+cnp.import_array()
+
+cdef extern from "numpy/arrayobject.h":
+    bint PyDataType_REFCHK(cnp.PyArray_Descr* descr) noexcept
+
+
+cdef struct Column:
+    const char* src
+    int64_t n
+    Py_ssize_t row_bytes
+    char* dst
+
+
+cdef inline bint _plain(object a):
+    return (cnp.PyArray_Check(a) and cnp.PyArray_NDIM(<cnp.ndarray>a) >= 1
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and not PyDataType_REFCHK(cnp.PyArray_DESCR(<cnp.ndarray>a)))
+
+
+def can_run(object sources):
+    """Whether ``RowJobs`` can gather from ``sources``: a ``Reader``, or arrays that are all
+    C-contiguous, at least 1-D, without Python objects in their items, of one length."""
+    if isinstance(sources, Reader):
+        return True
+    sources = tuple(sources)
+    if not sources:
+        return False
+    for a in sources:
+        if not _plain(a) or cnp.PyArray_DIM(<cnp.ndarray>a, 0) != cnp.PyArray_DIM(<cnp.ndarray>sources[0], 0):
+            return False
+    return True
+
+
+cdef class RowJobs:
+    """One native row-gather job per slot of an epoch's window (see the module docstring).
+
+    Args:
+        size: slots, the window's ``size``.
+        sources: the columns, or a ``Reader`` (then a batch is ``[x, y]``, float64 of shapes
+            ``(B, d)`` and ``(B, l)``); ``can_run`` must accept them; kept referenced.
+
+    Thread-safety: ``prepare`` and ``help`` from the consumer only, ``work`` from any
+    number of workers, ``run`` from the thread that claimed the batch.
+    """
+
+    cdef Py_ssize_t _size
+    cdef Py_ssize_t _ncols
+    cdef int64_t _n
+    cdef Column* _cols        # _size * _ncols jobs' columns
+    cdef int64_t** _idx       # per slot: the batch's indices (a copy, owned here)
+    cdef Py_ssize_t* _cap     # per slot: capacity of _idx[slot]
+    cdef Py_ssize_t* _count   # per slot: rows of the batch
+    cdef char* _native        # per slot: 1 while it holds a job (written before publish)
+    cdef list _outs           # per slot: the output columns (kept alive for the worker)
+    cdef int* _status         # per slot (Reader): the gather's status, 0 when it succeeded
+    cdef Py_ssize_t* _bad     # per slot (Reader): the bad index's position, for GATHER_BAD_INDEX
+    cdef Reader _reader       # the Reader, or None: the columns are _sources
+    cdef tuple _sources
+    cdef tuple _shapes        # per column: (shape[1:], dtype)
+
+    def __cinit__(self, Py_ssize_t size, object sources):
+        cdef Py_ssize_t s
+        if size < 1:
+            raise ValueError(f"{size=} must be >= 1")
+        if not isinstance(sources, Reader):
+            sources = tuple(sources)
+        if not can_run(sources):
+            raise ValueError("sources must be a Reader or C-contiguous arrays of one length, at "
+                             "least 1-D, without Python objects")
+        self._size = size
+        if isinstance(sources, Reader):
+            self._reader = <Reader>sources
+            self._n = self._reader.n
+            self._sources = ()
+            self._shapes = (((self._reader.d,), np.dtype(np.float64)), ((self._reader.l,), np.dtype(np.float64)))
+        else:
+            self._reader = None
+            self._n = cnp.PyArray_DIM(<cnp.ndarray>sources[0], 0)
+            self._sources = sources
+            self._shapes = tuple([((<object>a).shape[1:], (<object>a).dtype) for a in sources])
+        self._ncols = len(self._shapes)
+        self._outs = [None] * size
+        self._cols = <Column*>malloc(size * self._ncols * sizeof(Column))
+        self._idx = <int64_t**>malloc(size * sizeof(int64_t*))
+        self._cap = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        self._count = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        self._native = <char*>malloc(size)
+        self._status = <int*>malloc(size * sizeof(int))
+        self._bad = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        if (self._cols == NULL or self._idx == NULL or self._cap == NULL or self._count == NULL
+                or self._native == NULL or self._status == NULL or self._bad == NULL):
+            raise MemoryError(f"cannot allocate row-gather jobs for {size} slots")
+        for s in range(size):
+            self._idx[s] = NULL
+            self._cap[s] = 0
+            self._count[s] = 0
+            self._native[s] = 0
+            self._status[s] = 0
+            self._bad[s] = -1
+
+    def __dealloc__(self):
+        cdef Py_ssize_t s
+        if self._idx != NULL:
+            for s in range(self._size):
+                free(self._idx[s])
+        free(self._idx)
+        free(self._cols)
+        free(self._cap)
+        free(self._count)
+        free(self._native)
+        free(self._status)
+        free(self._bad)
+
+    @property
+    def size(self):
+        return self._size
+
+    def prepare(self, Py_ssize_t slot, cnp.ndarray indices not None):
+        """Set slot ``slot``'s job for a batch of ``indices`` (consumer, before ``publish``).
+
+        Args:
+            slot: the batch's slot (its number modulo ``size``); the batch that used it
+                before must have been taken.
+            indices: the batch's rows, a 1-D int64 array (copied: the caller may reuse it).
+
+        Returns:
+            The list of new output columns (shapes ``(len(indices),) + column.shape[1:]``,
+            the columns' dtypes, C-contiguous), filled once the job has run (see ``error``);
+            or None, and the slot holds no job: an index outside ``[0, n)`` (negative ones
+            included) or an empty batch, which the general path builds (and names).
+        """
+        cdef Py_ssize_t count, c, bad
+        cdef int64_t* buf
+        cdef const int64_t* src
+        cdef Column* col
+        cdef cnp.ndarray out
+        if slot < 0 or slot >= self._size:
+            raise IndexError(f"slot {slot} is outside [0, {self._size})")
+        self._native[slot] = 0
+        self._outs[slot] = None
+        if (cnp.PyArray_TYPE(indices) != cnp.NPY_INT64 or cnp.PyArray_NDIM(indices) != 1
+                or not cnp.PyArray_IS_C_CONTIGUOUS(indices) or not cnp.PyArray_ISALIGNED(indices)
+                or not cnp.PyArray_ISNOTSWAPPED(indices)):
+            return None
+        count = cnp.PyArray_DIM(indices, 0)
+        if count == 0:
+            return None
+        if count > self._cap[slot]:
+            buf = <int64_t*>realloc(self._idx[slot], count * sizeof(int64_t))
+            if buf == NULL:
+                raise MemoryError(f"cannot allocate {count} indices")
+            self._idx[slot] = buf
+            self._cap[slot] = count
+        buf = self._idx[slot]
+        src = <const int64_t*>cnp.PyArray_DATA(indices)
+        memcpy(buf, src, count * sizeof(int64_t))
+        bad = first_bad_index(buf, count, self._n)
+        if bad >= 0:
+            return None
+        outs = []
+        for c in range(self._ncols):
+            shape, dtype = self._shapes[c]
+            out = <cnp.ndarray>np.empty((count,) + shape, dtype)
+            col = &self._cols[slot * self._ncols + c]
+            col.src = <const char*>cnp.PyArray_DATA(<cnp.ndarray>self._sources[c]) if self._reader is None else NULL
+            col.n = self._n
+            col.row_bytes = cnp.PyArray_NBYTES(out) // count
+            col.dst = <char*>cnp.PyArray_DATA(out)
+            outs.append(out)
+        self._count[slot] = count
+        self._status[slot] = 0
+        self._outs[slot] = outs
+        self._native[slot] = 1
+        return outs
+
+    def error(self, Py_ssize_t slot):
+        """The exception of slot ``slot``'s job once it has run (a ``Reader`` gather that
+        failed: the file was closed, truncated, or a read failed), or None."""
+        cdef int status
+        if slot < 0 or slot >= self._size:
+            raise IndexError(f"slot {slot} is outside [0, {self._size})")
+        status = self._status[slot]
+        if status == 0 or self._reader is None:
+            return None
+        bad = self._idx[slot][self._bad[slot]] if self._bad[slot] >= 0 else -1
+        return self._reader.error(status, bad)
+
+    def drop(self, Py_ssize_t slot):
+        """Slot ``slot`` holds no job (consumer, before ``publish``): the general path builds it."""
+        if slot < 0 or slot >= self._size:
+            raise IndexError(f"slot {slot} is outside [0, {self._size})")
+        self._native[slot] = 0
+        self._outs[slot] = None
+
+    cdef void _run(self, Py_ssize_t slot, Recorder rec) noexcept nogil:
+        cdef int64_t t0 = dl_stats_now_ns()
+        cdef Py_ssize_t c, bad
+        cdef Column* col
+        if self._reader is not None:
+            self._status[slot] = self._reader.gather_status(
+                self._idx[slot], self._count[slot], self._cols[slot * 2].dst,
+                self._cols[slot * 2 + 1].dst, &self._bad[slot])
+            rec.record_fetch(t0, dl_stats_now_ns())
+            return
+        for c in range(self._ncols):
+            col = &self._cols[slot * self._ncols + c]
+            # The indices are our own copy, checked against n by prepare: this cannot fail.
+            gather_mapped(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
+                          col.dst, col.row_bytes, NULL, 0, &bad)
+        rec.record_fetch(t0, dl_stats_now_ns())
+
+    cdef int _check(self, WindowCore window) except -1:
+        if window._size != self._size or window._owners != 0:
+            raise ValueError(f"the window must be untagged with {self._size} slots "
+                             f"(got {window._size} slots, {window._owners} owners)")
+        return 0
+
+    def run(self, WindowCore window not None, int64_t k, Recorder rec not None):
+        """Build batch ``k`` (claimed by the caller) if its slot holds a job, GIL released;
+        return whether it did (then ``complete(k)`` is the caller's)."""
+        cdef Py_ssize_t slot = k % self._size
+        self._check(window)
+        if k < 0 or not self._native[slot]:
+            return False
+        with nogil:
+            self._run(slot, rec)
+        return True
+
+    def work(self, WindowCore window not None, Recorder rec not None):
+        """A worker's loop, GIL released: claim batches, build and complete the native ones.
+
+        Returns:
+            A claimed batch that is not native (the caller builds and completes it), or -1:
+            the window is finished and every batch is claimed, or it was cancelled.
+        """
+        cdef int64_t k
+        self._check(window)
+        with nogil:
+            while True:
+                k = window._claim_blocking()
+                if k < 0 or not self._native[k % self._size]:
+                    break
+                self._run(k % self._size, rec)
+                window._complete(k)
+                if window._awake_workers() + (0 if window._consumer_waiting.load() else 1) > window._cpus:
+                    # More threads want a core than there are: let a preempted one (a worker
+                    # with the batch the consumer needs next, or the consumer) run now rather
+                    # than after this thread's time slice (W1, 2 workers on 2 cores: 11-13 ->
+                    # 10.5-11.5 us a batch).
+                    dl_yield()
+        return k
+
+    def help(self, WindowCore window not None, int64_t k, Recorder rec not None):
+        """The consumer's work while batch ``k`` (-1: any batch) is not ready: claim, build
+        and complete the next unclaimed batches while they are native, GIL released.
+
+        Returns:
+            Batches built.
+        """
+        cdef int64_t j, c
+        cdef Py_ssize_t built = 0
+        self._check(window)
+        with nogil:
+            while window._ready(k) < 0 and window._state.load() != STATE_CANCELLED:
+                j = -1
+                c = window._claimed.load()
+                while c < window._published.load(memory_order_acquire) and self._native[c % self._size]:
+                    if window._claimed.compare_exchange_weak(c, c + 1):
+                        j = c
+                        break
+                if j < 0:
+                    break
+                self._run(j % self._size, rec)
+                window._complete(j)
+                built += 1
+        return built
