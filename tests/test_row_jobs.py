@@ -243,3 +243,18 @@ def test_row_jobs_of_a_reader_report_its_errors_for_their_batch(ndf_path):
     assert jobs2.error(0) is None
     assert x.tobytes() == expected_x.tobytes() and y.tobytes() == expected_y.tobytes()
     ds2.close()
+
+
+def test_a_changed_collate_map_turns_the_jobs_off_for_the_epoch(monkeypatch):
+    from dataloader._collation import default as default_module
+
+    def arrays(batch, *, collate_fn_map=None):
+        return np.stack(batch) + 1
+
+    monkeypatch.setitem(default_module.default_collate_fn_map, np.ndarray, arrays)
+    x = np.arange(N * 2.0).reshape(N, 2)
+    loader = DataLoader(ArrayDataset(x), batch_size=N // 2, num_workers=2)
+    fetch, _ = loader._plan._map_builder(None, (0, 0))
+    assert fetch.row_jobs(4) is None
+    batches = list(loader)
+    assert np.array_equal(np.concatenate([b[0] for b in batches]), x + 1)

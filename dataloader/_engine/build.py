@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
+import numpy as np
+
 from dataloader import _context
 from dataloader._collation.default import collate_columns, default_collate
 from dataloader._datasets.array import ArrayDataset
@@ -243,24 +245,27 @@ class Fetcher(Builder):
         """The native row-gather jobs of an epoch's window of ``size`` slots, or None when its
         batches are not on the native batch path (then ``build`` builds every batch)."""
         rows = self._rows
-        return RowJobs(size, rows) if rows is not None and can_run(rows) else None
+        if rows is None or not can_run(rows):
+            return None
+        jobs = RowJobs(size, rows)
+        # default_collate turns the columns into list(columns) (numeric dtypes, the shipped
+        # collate map): checked once an epoch, on a batch of one row of each column.
+        one = jobs.prepare(0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
+        jobs.drop(0)
+        return jobs if one is not None and collate_columns(one, 1) is not None else None
 
     def prepare(self, jobs: RowJobs, slot: int, indices: Any) -> Any:
-        """The batch of ``indices`` as ``build`` returns it on the native batch path, with
-        ``slot``'s job set to fill it (consumer, before it publishes the batch); or None, and
-        the slot holds no job: ``build`` then builds the batch (and raises what it raises)."""
-        try:
-            idx = as_index_array(indices)
-        except Exception:  # raised for its batch by build(), on the general path
-            jobs.drop(slot)
-            return None
-        outs = jobs.prepare(slot, idx)
-        if outs is None:
-            return None
-        out = collate_columns(outs, len(idx))
-        if out is None:  # collation rules changed (default_collate_fn_map)
-            jobs.drop(slot)
-        return out
+        """The batch of ``indices`` as ``build`` returns it on the native batch path (a list
+        of new columns), with ``slot``'s job set to fill it (consumer, before it publishes
+        the batch); or None, and the slot holds no job: ``build`` then builds the batch (and
+        raises what it raises)."""
+        if type(indices) is not np.ndarray:
+            try:
+                indices = as_index_array(indices)
+            except Exception:  # raised for its batch by build(), on the general path
+                jobs.drop(slot)
+                return None
+        return jobs.prepare(slot, indices)
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""

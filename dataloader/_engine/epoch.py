@@ -329,10 +329,9 @@ class Epoch(EpochIterator):
             results[slot] = tasks[slot] = None
             if self._jobs is not None and (prepared := shared.prepared[slot]) is not None:
                 shared.prepared[slot] = None
+                error = self._jobs.take(slot)
                 if result is None:  # its job filled it (else a thread whose worker_init_fn failed built it)
-                    error = self._jobs.error(slot)
                     result = prepared if error is None else Failure(error)
-                self._jobs.drop(slot)
             window.release(r)
             source = self._source
             keep = source is not None and source.taken(owner, result)

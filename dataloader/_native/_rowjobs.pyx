@@ -227,6 +227,13 @@ cdef class RowJobs:
         bad = self._idx[slot][self._bad[slot]] if self._bad[slot] >= 0 else -1
         return self._reader.error(status, bad)
 
+    def take(self, Py_ssize_t slot):
+        """``error(slot)``, then ``drop(slot)`` (consumer, once it took the batch)."""
+        error = self.error(slot)
+        self._native[slot] = 0
+        self._outs[slot] = None
+        return error
+
     def drop(self, Py_ssize_t slot):
         """Slot ``slot`` holds no job (consumer, before ``publish``): the general path builds it."""
         if slot < 0 or slot >= self._size:
