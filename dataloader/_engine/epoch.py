@@ -225,6 +225,7 @@ class Epoch(EpochIterator):
         help_rec: Recorder | None = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
+        self._consumer = self.stats.consumer
         self._tune = tune
         self._inline = inline
         self._state = threading.Lock()  # guards the three flags below; never held while waiting
@@ -264,7 +265,8 @@ class Epoch(EpochIterator):
             return
         limit = window.base + shared.size
         next_item = source.next_item
-        while not self._exhausted and not self._closed and window.published < limit:
+        published = window.published
+        while published < limit and not self._exhausted and not self._closed:
             try:
                 task, owner = next_item()
             except StopIteration:
@@ -280,13 +282,14 @@ class Epoch(EpochIterator):
                 self._exhausted = True
                 window.finish()
                 return
-            slot = window.published % shared.size
+            slot = published % shared.size
             shared.tasks[slot] = task
             self._owner[slot] = owner
             if self._jobs is not None:
                 shared.prepared[slot] = source.prepare(self._jobs, slot, task)
             if window.publish(owner) == CANCELLED:  # by a close() meanwhile
                 return
+            published += 1
 
     def __next__(self) -> Any:
         # close() may come from any thread at any time, also from code that next() runs
@@ -321,41 +324,44 @@ class Epoch(EpochIterator):
         return result
 
     def _next(self) -> Any:
-        window, shared, consumer = self._window, self._shared, self.stats.consumer
+        # The consumer's path of every batch: attributes are read once into locals (3.13t does
+        # not specialise attribute reads; each costs a type lookup).
+        window, shared, consumer, jobs = self._window, self._shared, self._consumer, self._jobs
         consumer.begin()
-        in_flight = window.claimed - window.base
-        results, tasks, size = shared.results, shared.tasks, shared.size
+        k = window.base
+        in_flight = window.claimed - k
+        in_order = self._in_order
         while True:
-            k = window.base
             if k == window.published:
                 self._end_of_epoch(k)
             if self._inline is not None and self._tune is not None and self._tune.active == 0:
                 self._build_inline()
-            elif self._jobs is not None and self._help_rec is not None:
-                self._jobs.help(window, k if self._in_order else -1, self._help_rec)
+            elif jobs is not None and self._help_rec is not None:
+                jobs.help(window, k if in_order else -1, self._help_rec)
             try:
-                r = window.wait(k, self._timeout_s) if self._in_order else window.wait_any(self._timeout_s)
+                r = window.wait(k, self._timeout_s) if in_order else window.wait_any(self._timeout_s)
             except KeyboardInterrupt:
                 self._close(wait_s=0.0)  # Ctrl-C: stop at once, without waiting for batches in flight
                 raise
             if r < 0 or self._closed:
                 self._raise_status(r, k)
-            slot = r % size
-            cell, owner = results[slot], self._owner[slot]
+            slot = r % shared.size
+            cell, owner = shared.results[slot], self._owner[slot]
             result, cell.value = cell.value, None
-            tasks[slot] = None
-            if self._jobs is not None and (prepared := shared.prepared[slot]) is not None:
+            shared.tasks[slot] = None
+            if jobs is not None and (prepared := shared.prepared[slot]) is not None:
                 shared.prepared[slot] = None
-                error = self._jobs.take(slot)
+                error = jobs.take(slot)
                 if result is None:  # its job filled it (else a thread whose worker_init_fn failed built it)
                     result = prepared if error is None else Failure(error)
             window.release(r)
             source = self._source
-            keep = source is not None and source.taken(owner, result)
+            keep = source is not None and (not source.skips or source.taken(owner, result))
             self._fill()
             if not keep:
                 if source is None:
                     raise StopIteration
+                k = window.base
                 continue  # an ended stream: not a batch
             self._progress.yielded += 1
             consumer.delivered(in_flight)
