@@ -23,7 +23,7 @@ from dataloader._engine.autotune import resolve_auto
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions, check_sampling_args
-from dataloader._engine.plan import EpochPlan, index_source
+from dataloader._engine.plan import EpochPlan, index_sources
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.resume import Resumer
 from dataloader._engine.seed import base_seed
@@ -222,7 +222,7 @@ class DataLoader(Generic[T_co]):
             drop_last=self.drop_last, auto_collation=self._auto_collation, collate_fn=collate_fn,
             transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
             item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(opts.num_workers), tuner=tuner,
-            indices=None if self._iterable else index_source(dataset, self._auto_collation, sampler, batch_sampler),
+            **index_sources(dataset, self._iterable, self._auto_collation, sampler, batch_sampler),
             async_loop=self._async_loop,
         )
         # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a

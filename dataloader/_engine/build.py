@@ -32,6 +32,7 @@ from dataloader._native._awaitable import is_awaitable
 from dataloader._native._rowcopy import take_columns
 from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
+from dataloader._sampling.permute import PermutationSpan
 
 __all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
 
@@ -201,6 +202,8 @@ class Fetcher(Builder):
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
         items: Any
+        if type(indices) is PermutationSpan:  # a batch of native jobs built here after all
+            indices = indices.rows()
         if self._native and (out := self._native_batch(indices, rec)) is not None:
             return out
         if not self._auto:
@@ -241,6 +244,11 @@ class Fetcher(Builder):
         rec.done()
         return out
 
+    @property
+    def has_row_jobs(self) -> bool:
+        """Whether ``row_jobs`` may give jobs: the dataset and the options are native."""
+        return self._rows is not None
+
     def row_jobs(self, size: int) -> RowJobs | None:
         """The native row-gather jobs of an epoch's window of ``size`` slots, or None when its
         batches are not on the native batch path (then ``build`` builds every batch)."""
@@ -259,6 +267,8 @@ class Fetcher(Builder):
         of new columns), with ``slot``'s job set to fill it (consumer, before it publishes
         the batch); or None, and the slot holds no job: ``build`` then builds the batch (and
         raises what it raises)."""
+        if type(indices) is PermutationSpan:  # the job computes the rows (_sampling/spans.py)
+            return jobs.prepare_span(slot, indices.perm, indices.start, indices.count)
         if type(indices) is not np.ndarray:
             try:
                 indices = as_index_array(indices)

@@ -25,8 +25,9 @@ from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.resume import Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems
 from dataloader._engine.stats import EpochStats
+from dataloader._sampling.spans import index_spans
 
-__all__ = ["EpochPlan", "index_source"]
+__all__ = ["EpochPlan", "index_source", "index_sources"]
 
 
 def index_source(dataset: Any, auto_collation: bool, sampler: Any, batch_sampler: Any) -> Callable[[], Iterator[Any]]:
@@ -37,6 +38,19 @@ def index_source(dataset: Any, auto_collation: bool, sampler: Any, batch_sampler
     if getattr(dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
         return lambda: iter(batch_sampler._index_arrays())
     return lambda: iter(batch_sampler)
+
+
+def index_sources(
+    dataset: Any, iterable: bool, auto_collation: bool, sampler: Any, batch_sampler: Any
+) -> dict[str, Any]:
+    """The plan's ``indices`` and ``spans``: ``index_source``, and for a batch sampler the
+    batches as permutation spans (``dataloader._sampling.spans.index_spans``: None where
+    that does not apply), which epochs with native batch jobs use; None for an
+    ``IterableDataset``."""
+    if iterable:
+        return {"indices": None, "spans": None}
+    spans = functools.partial(index_spans, batch_sampler) if auto_collation else None
+    return {"indices": index_source(dataset, auto_collation, sampler, batch_sampler), "spans": spans}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +96,7 @@ class EpochPlan:
     item_concurrency: int
     num_lanes: int
     indices: Callable[[], Iterator[Any]] | None
+    spans: Callable[[], Iterator[Any] | None] | None = None  # batches as permutation spans, or None
     tuner: AutoTuner | None = None
     async_loop: Any = None
 
@@ -153,20 +168,24 @@ class EpochPlan:
                     progress.streams = source
             else:
                 source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
-        else:
+        if self.tuner is not None:
+            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
+        settled_inline = inline and self.tuner is not None and self.tuner.settled and stats.tune.active == 0
+        if not self.iterable:
             assert self.indices is not None
             fetch, source_cls = self._map_builder(pool, epoch_key)
             if inline:  # the consumer's builds record into the extra (last) recorder
                 inline_build = functools.partial(fetch.build, rec=stats.workers[-1])
+            # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
+            spans = (self.spans is not None and self.num_workers > 0 and not settled_inline
+                     and type(fetch) is Fetcher and fetch.has_row_jobs)
             indices: Iterator[Any] = iter(())
             try:
-                indices = skip_items(self.indices(), skip)
+                batches = self.spans() if spans and self.spans is not None else None
+                indices = skip_items(self.indices() if batches is None else batches, skip)
             except Exception as exc:  # seed 004: raised by the first next()
                 start_error = exc
             source = source_cls(indices, fetch, setup, self.num_workers, stats)
-        if self.tuner is not None:
-            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
-        settled_inline = inline and self.tuner is not None and self.tuner.settled and stats.tune.active == 0
         if self.num_workers == 0 or settled_inline:
             # num_workers=0, or "auto" settled inline: no window and no thread at all.
             if owns_pool and pool is not None:

@@ -47,11 +47,15 @@ class LoaderStats:
         elapsed_s: seconds from the start of the epoch (``iter(loader)``) to the last
             batch delivered (0 before the first).
         batches: batches (and errors) delivered by ``next()`` so far.
-        built: batches built by the workers (also those not delivered yet).
+        built: batches built so far (also those not delivered yet), by the workers and by
+            the consumer itself: inline (``num_workers=0``, ``"auto"`` with no active worker)
+            and the native batches it builds while the one it needs is not ready.
         wait_s: seconds the consumer waited inside ``next()`` for its batch.
-        fetch_s, transform_s, collate_s: seconds all workers together spent fetching
-            items (``__getitem__``/``__getitems__``, or iterating an
-            ``IterableDataset``), running ``transform`` and running ``collate_fn``.
+        fetch_s, transform_s, collate_s: seconds all building threads together (as for
+            ``built``) spent fetching items (``__getitem__``/``__getitems__``, or iterating
+            an ``IterableDataset``), running ``transform`` and running ``collate_fn``.  A
+            native batch (an ``ArrayDataset``'s or ``NdfDataset``'s with workers, built
+            with no Python) counts as fetching.
             A transform run per item inside the fetch (a dataset without
             ``__getitems__``, or ``item_concurrency > 1``) counts as fetching.
         busy_s: ``fetch_s + transform_s + collate_s``.
@@ -118,7 +122,8 @@ class EpochStats:
         epoch: the epoch number.
         num_workers: worker threads (0: one recorder, for the consumer's own builds).
         inline: one more recorder, last in ``workers``, for the batches the consumer
-            builds itself while ``num_workers="auto"`` runs with no active worker.
+            builds itself (``num_workers="auto"`` with no active worker, native batches
+            while the one it needs is not ready).
 
     Thread-safety: ``workers[w]`` is written by worker ``w`` only, ``consumer`` by the
     thread inside ``next()``; ``snapshot`` may be called from any thread.

@@ -8,7 +8,10 @@ column (``_rowcopy.gather_mapped``); a batch of an ``NdfDataset`` is one gather 
 such job per slot of an epoch's claim window (``_ring.Window``):
 
 - the consumer (``prepare``, with the GIL, before it publishes the batch) copies the
-  batch's indices, checks them, allocates the output columns and fills the slot's job;
+  batch's indices, checks them, allocates the output columns and fills the slot's job; for a
+  batch of a shuffled epoch (``prepare_span``: positions of a ``Permutation``) it only notes
+  the positions, and the job computes the rows (``feistel_fill``): the consumer's share of a
+  batch was mostly that computation (~3 us of a batch of 256);
 - a worker (``work``) claims batches in a loop without the GIL and runs the job of every
   native batch it claims, returning to Python only for a batch that is not native (or at
   the end of the epoch): no Python object is touched, so on 3.11 a worker never waits for
@@ -28,12 +31,13 @@ while the epoch is being dropped writes into memory that is alive: a worker keep
 """
 
 cimport numpy as cnp
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
+from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
 from dataloader._native._rowcopy cimport first_bad_index, gather_mapped
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, STATE_CANCELLED, WindowCore, dl_yield
@@ -97,6 +101,9 @@ cdef class RowJobs:
     cdef int* _status         # per slot (Reader): the gather's status, 0 when it succeeded
     cdef Py_ssize_t* _bad     # per slot (Reader): the bad index's position, for GATHER_BAD_INDEX
     cdef Reader _reader       # the Reader, or None: the columns are _sources
+    cdef const feistel_t** _perm  # per slot: the permutation its indices come from, or NULL
+    cdef int64_t* _pstart     # per slot: the first position in _perm[slot]
+    cdef list _perms          # per slot: the Permutation of _perm[slot] (kept alive), or None
     cdef tuple _sources
     cdef tuple _shapes        # per column: (shape[1:], dtype)
 
@@ -129,10 +136,16 @@ cdef class RowJobs:
         self._native = <char*>malloc(size)
         self._status = <int*>malloc(size * sizeof(int))
         self._bad = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        self._perm = <const feistel_t**>malloc(size * sizeof(feistel_t*))
+        self._pstart = <int64_t*>malloc(size * sizeof(int64_t))
+        self._perms = [None] * size
         if (self._cols == NULL or self._idx == NULL or self._cap == NULL or self._count == NULL
-                or self._native == NULL or self._status == NULL or self._bad == NULL):
+                or self._native == NULL or self._status == NULL or self._bad == NULL
+                or self._perm == NULL or self._pstart == NULL):
             raise MemoryError(f"cannot allocate row-gather jobs for {size} slots")
         for s in range(size):
+            self._perm[s] = NULL
+            self._pstart[s] = 0
             self._idx[s] = NULL
             self._cap[s] = 0
             self._count[s] = 0
@@ -152,6 +165,8 @@ cdef class RowJobs:
         free(self._native)
         free(self._status)
         free(self._bad)
+        free(<void*>self._perm)
+        free(self._pstart)
 
     @property
     def size(self):
@@ -171,15 +186,9 @@ cdef class RowJobs:
             or None, and the slot holds no job: an index outside ``[0, n)`` (negative ones
             included) or an empty batch, which the general path builds (and names).
         """
-        cdef Py_ssize_t count, c, bad
+        cdef Py_ssize_t count
         cdef int64_t* buf
-        cdef const int64_t* src
-        cdef Column* col
-        cdef cnp.ndarray out
-        if slot < 0 or slot >= self._size:
-            raise IndexError(f"slot {slot} is outside [0, {self._size})")
-        self._native[slot] = 0
-        self._outs[slot] = None
+        self._clear(slot)
         if (cnp.PyArray_TYPE(indices) != cnp.NPY_INT64 or cnp.PyArray_NDIM(indices) != 1
                 or not cnp.PyArray_IS_C_CONTIGUOUS(indices) or not cnp.PyArray_ISALIGNED(indices)
                 or not cnp.PyArray_ISNOTSWAPPED(indices)):
@@ -187,18 +196,53 @@ cdef class RowJobs:
         count = cnp.PyArray_DIM(indices, 0)
         if count == 0:
             return None
+        buf = self._indices(slot, count)
+        memcpy(buf, <const int64_t*>cnp.PyArray_DATA(indices), count * sizeof(int64_t))
+        if first_bad_index(buf, count, self._n) >= 0:
+            return None
+        return self._set(slot, count)
+
+    def prepare_span(self, Py_ssize_t slot, Permutation perm not None, int64_t start, Py_ssize_t count):
+        """Set slot ``slot``'s job for the rows at positions ``[start, start + count)`` of
+        ``perm``: the thread that runs the job computes them (``Permutation.fill``), so the
+        consumer does not.  Returns what ``prepare`` does; None (no job) when ``perm`` may
+        give a row outside ``[0, n)`` (it permutes more rows than the columns have) or the
+        positions run outside ``[0, len(perm))``.
+        """
+        self._clear(slot)
+        if count <= 0 or start < 0 or <uint64_t>perm._f.n > <uint64_t>self._n or <uint64_t>start + <uint64_t>count > perm._f.n:
+            return None
+        self._indices(slot, count)
+        self._perm[slot] = &perm._f
+        self._pstart[slot] = start
+        self._perms[slot] = perm
+        return self._set(slot, count)
+
+    cdef void _clear(self, Py_ssize_t slot) except *:
+        if slot < 0 or slot >= self._size:
+            raise IndexError(f"slot {slot} is outside [0, {self._size})")
+        self._native[slot] = 0
+        self._outs[slot] = None
+        self._perm[slot] = NULL
+        self._perms[slot] = None
+
+    cdef int64_t* _indices(self, Py_ssize_t slot, Py_ssize_t count) except NULL:
+        # The slot's index buffer, grown to ``count`` indices.
+        cdef int64_t* buf
         if count > self._cap[slot]:
             buf = <int64_t*>realloc(self._idx[slot], count * sizeof(int64_t))
             if buf == NULL:
                 raise MemoryError(f"cannot allocate {count} indices")
             self._idx[slot] = buf
             self._cap[slot] = count
-        buf = self._idx[slot]
-        src = <const int64_t*>cnp.PyArray_DATA(indices)
-        memcpy(buf, src, count * sizeof(int64_t))
-        bad = first_bad_index(buf, count, self._n)
-        if bad >= 0:
-            return None
+        return self._idx[slot]
+
+    cdef list _set(self, Py_ssize_t slot, Py_ssize_t count):
+        # Allocate the outputs and fill the slot's job (its indices are set, or will be by
+        # _run from _perm[slot]).
+        cdef Py_ssize_t c
+        cdef Column* col
+        cdef cnp.ndarray out
         outs = []
         for c in range(self._ncols):
             shape, dtype = self._shapes[c]
@@ -230,21 +274,19 @@ cdef class RowJobs:
     def take(self, Py_ssize_t slot):
         """``error(slot)``, then ``drop(slot)`` (consumer, once it took the batch)."""
         error = self.error(slot)
-        self._native[slot] = 0
-        self._outs[slot] = None
+        self._clear(slot)
         return error
 
     def drop(self, Py_ssize_t slot):
         """Slot ``slot`` holds no job (consumer, before ``publish``): the general path builds it."""
-        if slot < 0 or slot >= self._size:
-            raise IndexError(f"slot {slot} is outside [0, {self._size})")
-        self._native[slot] = 0
-        self._outs[slot] = None
+        self._clear(slot)
 
     cdef void _run(self, Py_ssize_t slot, Recorder rec) noexcept nogil:
         cdef int64_t t0 = dl_stats_now_ns()
         cdef Py_ssize_t c, bad
         cdef Column* col
+        if self._perm[slot] != NULL:  # rows of a permutation span, checked by prepare_span
+            feistel_fill(self._perm[slot], <uint64_t>self._pstart[slot], self._idx[slot], self._count[slot])
         if self._reader is not None:
             self._status[slot] = self._reader.gather_status(
                 self._idx[slot], self._count[slot], self._cols[slot * 2].dst,

@@ -14,6 +14,7 @@ rows, so ``n = 10**12`` starts at once.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from dataloader._native._permute import KEY_WORDS, Permutation
 from dataloader._rng import check_seed, rng_for
 from dataloader._sampling.base import readonly
 
-__all__ = ["Permutation", "permutation_chunks", "permutation_from", "seeded_permutation"]
+__all__ = ["Permutation", "PermutationSpan", "permutation_chunks", "permutation_from", "seeded_permutation"]
 
 
 def permutation_from(n: int, rng: np.random.Generator) -> Permutation:
@@ -63,3 +64,34 @@ def permutation_chunks(
         if offset:
             chunk += offset
         yield readonly(chunk)
+
+
+class PermutationSpan:
+    """The rows at positions ``[start, start + count)`` of ``perm``, computed on demand.
+
+    ``rows()`` (or ``numpy.asarray(span)``) gives them as a read-only int64 array of shape
+    ``(count,)``.  Thread-safety: immutable.
+    """
+
+    __slots__ = ("perm", "start", "count")
+
+    def __init__(self, perm: Permutation, start: int, count: int) -> None:
+        self.perm = perm
+        self.start = start
+        self.count = count
+
+    def rows(self) -> np.ndarray:
+        return readonly(self.perm.fill(self.start, np.empty(self.count, dtype=np.int64)))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        rows = self.rows()
+        return rows if dtype is None else rows.astype(dtype)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rows().tolist())
+
+    def __repr__(self) -> str:
+        return f"PermutationSpan({self.perm!r}, start={self.start}, count={self.count})"

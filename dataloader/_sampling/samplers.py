@@ -21,7 +21,7 @@ from dataloader._sampling.base import (
     positive_int_arg,
     readonly,
 )
-from dataloader._sampling.permute import permutation_chunks, permutation_from
+from dataloader._sampling.permute import Permutation, PermutationSpan, permutation_chunks, permutation_from
 from dataloader._sampling.state import ResumableMixin, skip_chunks
 
 __all__ = [
@@ -110,10 +110,26 @@ class RandomSampler(ResumableMixin, SeededMixin, ChunkedSampler, native=True):
         skip = self._take_start()
         return self._draws(self._rng.next_rng(), n, self.num_samples, skip)
 
+    def _index_spans(self) -> Iterator[PermutationSpan]:
+        """``_index_chunks`` without replacement, each pass as one span of its permutation
+        (``dataloader._sampling.spans``): the same positions, drawn from the generator alike.
+        Checks and starts the epoch at the call, as ``_index_chunks`` does."""
+        n = len(self.data_source)
+        if n <= 0:
+            raise ValueError(f"RandomSampler cannot sample from an empty data_source ({n=})")
+        skip = self._take_start()
+        passes = self._passes(self._rng.next_rng(), n, self.num_samples, skip)
+        return (PermutationSpan(perm, first, stop - first) for perm, first, stop in passes)
+
     def _draws(self, rng: np.random.Generator, n: int, k: int, skip: int) -> Iterator[np.ndarray]:
         if self.replacement:
             yield from skip_chunks(self._uniform(rng, n, k), skip)
             return
+        for perm, first, stop in self._passes(rng, n, k, skip):
+            yield from permutation_chunks(perm, first, stop)
+
+    @staticmethod
+    def _passes(rng: np.random.Generator, n: int, k: int, skip: int) -> Iterator[tuple[Permutation, int, int]]:
         # Pass j covers epoch positions [j * n, j * n + its length); every pass draws its keys
         # (the generator advances as without a skip), then starts at the skipped position.
         passes, rest = divmod(k, n)
@@ -122,7 +138,7 @@ class RandomSampler(ResumableMixin, SeededMixin, ChunkedSampler, native=True):
             stop = n if j < passes else rest
             first = min(max(skip - j * n, 0), stop)
             if first < stop:
-                yield from permutation_chunks(perm, first, stop)
+                yield perm, first, stop
 
     @staticmethod
     def _uniform(rng: np.random.Generator, n: int, k: int) -> Iterator[np.ndarray]:
