@@ -259,13 +259,13 @@ class Fetcher(Builder):
         of new columns), with ``slot``'s job set to fill it (consumer, before it publishes
         the batch); or None, and the slot holds no job: ``build`` then builds the batch (and
         raises what it raises)."""
-        if type(indices) is not np.ndarray:
-            try:
+        try:
+            if type(indices) is not np.ndarray:
                 indices = as_index_array(indices)
-            except Exception:  # raised for its batch by build(), on the general path
-                jobs.drop(slot)
-                return None
-        return jobs.prepare(slot, indices)
+            return jobs.prepare(slot, indices)
+        except Exception:  # not indices, or columns that cannot be allocated (MemoryError):
+            jobs.drop(slot)  # raised for its batch by build(), on the general path, not here
+            return None
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
