@@ -277,10 +277,11 @@ class _NoBigArrays:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_batch_whose_columns_cannot_be_allocated_is_built_by_the_general_path(monkeypatch, workers):
+@pytest.mark.parametrize("limit", [10, 0], ids=["big batches", "any batch (the epoch's check)"])
+def test_a_batch_whose_columns_cannot_be_allocated_is_built_by_the_general_path(monkeypatch, workers, limit):
     x = np.arange(N * 3.0).reshape(N, 3)
     batches = [[0, 1], np.arange(50), [2, 3], list(range(40, 60)), [4]]
     expected = collect(DataLoader(ArrayDataset(x, -x), batch_sampler=batches))
-    monkeypatch.setattr(_rowjobs, "np", _NoBigArrays(10))
+    monkeypatch.setattr(_rowjobs, "np", _NoBigArrays(limit))
     for _ in range(3):  # neither iter() nor next() raises it: the batch goes on without a job
         _same_batches(collect(DataLoader(ArrayDataset(x, -x), batch_sampler=batches, num_workers=workers)), expected)

@@ -250,7 +250,7 @@ class Fetcher(Builder):
         jobs = RowJobs(size, rows)
         # default_collate turns the columns into list(columns) (numeric dtypes, the shipped
         # collate map): checked once an epoch, on a batch of one row of each column.
-        one = jobs.prepare(0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
+        one = self.prepare(jobs, 0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
         jobs.drop(0)
         return jobs if one is not None and collate_columns(one, 1) is not None else None
 
