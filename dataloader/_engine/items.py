@@ -50,6 +50,7 @@ class MapItems:
     """
 
     owners = 0  # any worker builds any item
+    skips = False  # taken() is always True: every result is a batch
 
     def __init__(
         self, indices: Iterator[Any], fetch: Fetcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
@@ -118,6 +119,8 @@ class StreamItems:
         num_workers: workers of the epoch (each iterates its own copy).
         stats: the epoch's statistics (worker ``w`` records into ``stats.workers[w]``).
     """
+
+    skips = True  # taken() is False for a stream's END
 
     def __init__(
         self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int, stats: EpochStats

@@ -31,6 +31,7 @@ class WorkSource(Protocol):
     """What an epoch needs from its work items (see ``dataloader._engine.items``)."""
 
     owners: int
+    skips: bool  # taken() may return False (else every result is a batch and it is not called)
 
     def next_item(self) -> tuple[Any, int]: ...
     def taken(self, owner: int, result: Any) -> bool: ...

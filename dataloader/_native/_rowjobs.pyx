@@ -291,7 +291,8 @@ cdef class RowJobs:
                     break
                 self._run(k % self._size, rec)
                 window._complete(k)
-                if window._awake_workers() + (0 if window._consumer_waiting.load() else 1) > window._cpus:
+                if (window._claimed.load() - window._completed.load() + 1
+                        + (0 if window._consumer_waiting.load() else 1) > window._cpus):
                     # More threads want a core than there are: let a preempted one (a worker
                     # with the batch the consumer needs next, or the consumer) run now rather
                     # than after this thread's time slice (W1, 2 workers on 2 cores: 11-13 ->

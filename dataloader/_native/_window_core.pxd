@@ -148,7 +148,7 @@ cdef enum:
     # sleeps too), more than a cheap batch.  Each side adapts its budget (µs): a spin that
     # found its batch raises it (by half, up to SPIN_MAX_US), one that ended in a sleep
     # halves it (down to SPIN_MIN_US): with batches that take long, a wait spins a few µs.
-    # A thread spins only while the threads that want a core (the workers building or spinning, the
+    # A thread spins only while the threads that want a core (the workers building, the
     # consumer unless it sleeps, and itself) fit in the CPUs given to the window: on a full
     # machine a spinner would take the core a builder needs, and waking costs little there.
     SPIN_MIN_US = 2
@@ -177,7 +177,6 @@ cdef class WindowCore:
     cdef atomic[int] _consumer_waiting
     cdef atomic[int] _active           # workers inside this epoch
     cdef atomic[int64_t] _completed    # batches completed so far (claimed - completed: building)
-    cdef atomic[int64_t] _spinning     # workers spinning in claim() (they want a core too)
     cdef int _cpus                     # CPUs the epoch's threads may use (for the spin rule)
     cdef atomic[int64_t] _consumer_spin_us  # the consumer's spin budget before it sleeps
     cdef atomic[int64_t] _worker_spin_us    # the workers' (shared) spin budget before they sleep
@@ -193,7 +192,6 @@ cdef class WindowCore:
     cdef void _complete(self, int64_t k) noexcept nogil
     cdef int64_t _ready(self, int64_t k) noexcept nogil
     cdef int64_t _spin_ready(self, int64_t k) noexcept nogil
-    cdef int64_t _awake_workers(self) noexcept nogil
     cdef int64_t _spin_claim(self, int w) noexcept nogil
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil
     cdef void _release(self, int64_t k) noexcept nogil

@@ -46,7 +46,6 @@ cdef class WindowCore:
         self._consumer_waiting.store(0)
         self._active.store(0)
         self._completed.store(0)
-        self._spinning.store(0)
         self._cpus = cpus if cpus > 0 else dl_hardware_cpus()
         self._consumer_spin_us.store(SPIN_START_US)
         self._worker_spin_us.store(SPIN_START_US)
@@ -171,8 +170,8 @@ cdef class WindowCore:
             self._mutex.lock()
             self._work_ready.notify_all()
             self._mutex.unlock()
-        if self._awake_workers() + 1 > self._cpus:
-            return -1  # the workers need every core: sleep at once
+        if self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed) + 1 > self._cpus:
+            return -1  # the builders need every core: sleep at once
         start = dl_now_us()
         while True:
             dl_yield()
@@ -187,11 +186,6 @@ cdef class WindowCore:
                 self._consumer_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
                 return -1
 
-    cdef int64_t _awake_workers(self) noexcept nogil:
-        # Workers that want a core: those building a batch and those spinning in claim().
-        return (self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed)
-                + self._spinning.load(memory_order_relaxed))
-
     cdef int64_t _spin_claim(self, int w) noexcept nogil:
         # A worker's spin before it sleeps: a claimed batch, S_END (cancelled), or -1 when
         # the budget ran out or the window finished (the caller then takes the sleeping path,
@@ -200,28 +194,24 @@ cdef class WindowCore:
         cdef int64_t start
         cdef int64_t k
         cdef int state
-        cdef int64_t wanting = self._awake_workers() + (0 if self._consumer_waiting.load(memory_order_relaxed) else 1)
-        if wanting + 1 > self._cpus:
+        cdef int64_t wanting = (self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed)
+                                + (0 if self._consumer_waiting.load(memory_order_relaxed) else 1) + 1)
+        if wanting > self._cpus:
             return -1  # the builders and the consumer need every core: sleep at once
         start = dl_now_us()
-        self._spinning.fetch_add(1, memory_order_relaxed)
         while True:
             dl_yield()
             k = self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
             if k >= 0:
                 self._worker_spin_us.store(min(<int64_t>SPIN_MAX_US, budget + budget // 2 + 1),
                                            memory_order_relaxed)
-                break
+                return k
             state = self._state.load()
             if state == STATE_CANCELLED:
-                k = S_END
-                break
+                return S_END
             if state == FINISHED or dl_now_us() - start >= budget:
                 self._worker_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
-                k = -1
-                break
-        self._spinning.fetch_sub(1, memory_order_relaxed)
-        return k
+                return -1
 
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil:
         # One slice of the consumer's sleep: the ready batch, S_TIMED_OUT or S_CANCELLED.
