@@ -27,7 +27,8 @@ keep one contract:
   lock a worker may hold, and does nothing at interpreter shutdown.
 
 Workers never hold the epoch strongly while they sleep: their job is the native
-``Window`` (which owns no Python object) and a weak reference to ``_Shared``;
+``Window`` (which owns no Python object) and a weak reference to ``Shared``
+(``dataloader._engine.work``: what workers see of an epoch, and their loop);
 they take a strong reference only while they build one item.  So an epoch that
 its own dataset or ``collate_fn`` refers to is still collected, and its
 finalizer then lets the workers go.
@@ -43,7 +44,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
 from dataloader._engine.build import Failure
@@ -52,8 +52,8 @@ from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
+from dataloader._engine.work import Shared, work
 from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
-from dataloader._native._rowjobs import RowJobs
 from dataloader._native._stats import Recorder
 
 __all__ = ["Epoch", "finalizer_not_at_exit"]
@@ -66,103 +66,6 @@ def finalizer_not_at_exit(obj: object, fn: Callable[..., Any], *args: Any) -> we
     # typeshed lists finalize's __slots__ without its documented ``atexit`` attribute
     fin.atexit = False  # type: ignore[misc]
     return fin
-
-class _Result:
-    """One slot's result, written by the thread that built it and cleared by the consumer.
-
-    One object per slot, not one list of results: on free-threaded builds a store into a
-    list locks the whole list, and the workers and the consumer storing into one list
-    contended for that lock at every batch (its slow path parks the thread: 9% of the
-    consumer's time with free items and 2 workers).  Two threads never store into one slot's
-    object at once: the consumer clears it only after the batch was completed.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value: Any = None
-
-
-class _Shared:
-    """The part of an epoch that worker threads see, through a weak reference."""
-
-    __slots__ = ("source", "size", "tasks", "results", "prepared", "infos", "tune", "jobs", "__weakref__")
-
-    def __init__(
-        self, source: WorkSource, size: int, num_workers: int, tune: EpochTune | None, jobs: RowJobs | None
-    ) -> None:
-        self.source: WorkSource | None = source
-        self.tune = tune  # num_workers="auto": the gate before each claim (holds no epoch object)
-        self.jobs = jobs  # native row-gather jobs (holds no epoch object either), or None
-        self.size = size
-        self.tasks: list[Any] = [None] * size
-        self.results = [_Result() for _ in range(size)]
-        self.prepared: list[Any] = [None] * size  # per slot: the batch its native job fills
-        self.infos: list[_context.WorkerInfo | None] = [None] * num_workers
-
-    def clear(self) -> None:
-        self.source = None
-        for i in range(self.size):
-            self.tasks[i] = self.prepared[i] = self.results[i].value = None
-        self.infos = [None] * len(self.infos)
-
-
-def _work(window: Window, ref: weakref.ref[_Shared], worker_id: int) -> None:
-    """One worker's part of an epoch: start, then claim, build and complete items.
-
-    Holds ``window`` and ``ref`` only while it sleeps in ``claim``; leaves when the
-    window is finished or cancelled, or when the epoch was collected.
-    """
-    try:
-        shared = ref()
-        source = shared.source if shared is not None else None
-        if shared is None or source is None:
-            return
-        shared.infos[worker_id] = source.start_worker(worker_id, window)
-        tune, size, jobs = shared.tune, shared.size, shared.jobs
-        rec = source.native_recorder(worker_id) if jobs is not None else None  # None: no native jobs
-        del shared, source
-        set_worker = _context._set_worker
-        set_worker(None)
-        claim, complete = window.claim, window.complete
-        while tune is None or tune.admit(worker_id, window):
-            if jobs is None or rec is None:
-                k = claim(worker_id)
-            elif tune is None:
-                k = jobs.work(window, rec)  # builds native batches without the GIL; returns another
-            else:  # "auto": the gate decides before every claim
-                k = claim(worker_id)
-                if k >= 0 and jobs.run(window, k, rec):
-                    complete(k)
-                    continue
-            if k < 0:
-                break
-            shared = ref()
-            source = shared.source if shared is not None else None
-            if shared is None or source is None:
-                return
-            slot = k % size
-            # get_worker_info() is this worker's only while it builds: a sleeping worker holds
-            # nothing of the epoch (its WorkerInfo holds the dataset).
-            set_worker(shared.infos[worker_id])
-            shared.results[slot].value = source.build(worker_id, shared.tasks[slot])
-            set_worker(None)
-            del shared, source
-            complete(k)
-    finally:
-        # Drop every reference into the epoch before leave(): close() returns as soon as
-        # the last worker leaves, and then nothing may hold the dataset.  The worker's own
-        # objects (its stream) are dropped here, on its thread: on 3.13t an object is freed
-        # promptly only by the thread that owns it.
-        shared = ref()
-        source = shared.source if shared is not None else None
-        if source is not None:
-            source.stop_worker(worker_id)
-        shared = source = None
-        _context._set_worker(None)
-        _context._set_epoch_key(None)
-        window.leave()
-
 
 def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune: EpochTune | None) -> None:
     # An epoch dropped without close(): cancel, and wait (bounded) for the batches in
@@ -243,7 +146,7 @@ class Epoch(EpochIterator):
         self._help_rec = help_rec
         jobs = source.row_jobs(window) if help_rec is not None else None
         self._jobs = jobs
-        self._shared = _Shared(source, window, pool.num_workers, tune, jobs)
+        self._shared = Shared(source, window, pool.num_workers, tune, jobs)
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)
         self._exhausted = False
         self._pending_error: tuple[int, BaseException] | None = None
@@ -256,7 +159,7 @@ class Epoch(EpochIterator):
             self._window.finish()
             return
         self._fill()
-        pool.run(self._window, functools.partial(_work, self._window, weakref.ref(self._shared)))
+        pool.run(self._window, functools.partial(work, self._window, weakref.ref(self._shared)))
 
     def _fill(self) -> None:
         """Publish items until the window is full or the source is exhausted."""
