@@ -59,7 +59,8 @@ class DataLoader(Generic[T_co]):
         shuffle: reshuffle every epoch (a ``RandomSampler`` seeded by ``seed``).
         sampler: an iterable of indices (mutually exclusive with ``shuffle``).
         batch_sampler: an iterable of lists of indices (mutually exclusive with
-            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).
+            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``).  Each list or
+            array it yields is copied when yielded: it may refill one buffer.
         num_workers: worker threads; 0 builds every batch on the calling thread
             inside ``next()``.  Threads are created on the first epoch and kept.
             ``"auto"`` (map-style datasets): start inline (as 0; with a ``worker_init_fn``,

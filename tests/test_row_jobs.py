@@ -11,6 +11,7 @@ import pytest
 
 from _support import collect
 from dataloader import ArrayDataset, DataLoader
+from dataloader._native import _rowjobs
 from dataloader._native._ring import Window
 from dataloader._native._rowcopy import take_rows
 from dataloader._native._rowjobs import RowJobs, can_run
@@ -258,3 +259,29 @@ def test_a_changed_collate_map_turns_the_jobs_off_for_the_epoch(monkeypatch):
     assert fetch.row_jobs(4) is None
     batches = list(loader)
     assert np.array_equal(np.concatenate([b[0] for b in batches]), x + 1)
+
+
+class _NoBigArrays:
+    """``numpy`` for ``_rowjobs``, whose ``empty`` cannot allocate more than ``limit`` rows."""
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def empty(self, shape, dtype):
+        if shape[0] > self.limit:
+            raise MemoryError(f"Unable to allocate an array with shape {shape}")
+        return np.empty(shape, dtype)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("limit", [10, 0], ids=["big batches", "any batch (the epoch's check)"])
+def test_a_batch_whose_columns_cannot_be_allocated_is_built_by_the_general_path(monkeypatch, workers, limit):
+    x = np.arange(N * 3.0).reshape(N, 3)
+    batches = [[0, 1], np.arange(50), [2, 3], list(range(40, 60)), [4]]
+    expected = collect(DataLoader(ArrayDataset(x, -x), batch_sampler=batches))
+    monkeypatch.setattr(_rowjobs, "np", _NoBigArrays(limit))
+    for _ in range(3):  # neither iter() nor next() raises it: the batch goes on without a job
+        _same_batches(collect(DataLoader(ArrayDataset(x, -x), batch_sampler=batches, num_workers=workers)), expected)

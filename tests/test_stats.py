@@ -127,15 +127,17 @@ def test_a_failed_batch_is_counted_as_delivered_and_built(num_workers):
 
 def test_rings_keep_only_the_last_samples_per_thread(monkeypatch):
     monkeypatch.setattr(stats_mod, "STATS_SAMPLES", 1000)  # rounded up to one page
-    loader = DataLoader(ArrayDataset(np.arange(1500.0)), batch_size=1, num_workers=1)
+    # 3 pages of batches: of the two threads that build them (below), one builds more than a page.
+    n = 3 * PAGE_INTERVALS
+    loader = DataLoader(ArrayDataset(np.arange(float(n))), batch_size=1, num_workers=1)
     list(loader)
     s = loader.stats
-    assert (s.batches, s.built) == (1500, 1500)
+    assert (s.batches, s.built) == (n, n)
     # The worker and the consumer (which builds native batches itself while its next one is not
     # ready) each keep their last PAGE_INTERVALS builds.
     kept = sum(min(r.batches, PAGE_INTERVALS) for r in loader._stats.workers)
     assert s.builds.shape == (kept, 2) and s.waits.shape == (PAGE_INTERVALS, 2)
-    assert PAGE_INTERVALS <= kept < 1500
+    assert PAGE_INTERVALS <= kept < n
     assert np.all(np.diff(s.builds[:, 0]) >= 0)  # sorted by start
     assert s.builds[0, 0] >= s.waits[0, 0] - 1.0  # the kept ones are the last ones
     assert s.builds[-1, 1] <= s.elapsed_s

@@ -258,7 +258,7 @@ class Fetcher(Builder):
         jobs = RowJobs(size, rows)
         # default_collate turns the columns into list(columns) (numeric dtypes, the shipped
         # collate map): checked once an epoch, on a batch of one row of each column.
-        one = jobs.prepare(0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
+        one = self.prepare(jobs, 0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
         jobs.drop(0)
         return jobs if one is not None and collate_columns(one, 1) is not None else None
 
@@ -267,15 +267,15 @@ class Fetcher(Builder):
         of new columns), with ``slot``'s job set to fill it (consumer, before it publishes
         the batch); or None, and the slot holds no job: ``build`` then builds the batch (and
         raises what it raises)."""
-        if type(indices) is PermutationSpan:  # the job computes the rows (_sampling/spans.py)
-            return jobs.prepare_span(slot, indices.perm, indices.start, indices.count)
-        if type(indices) is not np.ndarray:
-            try:
+        try:
+            if type(indices) is PermutationSpan:  # the job computes the rows (_sampling/spans.py)
+                return jobs.prepare_span(slot, indices.perm, indices.start, indices.count)
+            if type(indices) is not np.ndarray:
                 indices = as_index_array(indices)
-            except Exception:  # raised for its batch by build(), on the general path
-                jobs.drop(slot)
-                return None
-        return jobs.prepare(slot, indices)
+            return jobs.prepare(slot, indices)
+        except Exception:  # not indices, or columns that cannot be allocated (MemoryError):
+            jobs.drop(slot)  # raised for its batch by build(), on the general path, not here
+            return None
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""

@@ -9,11 +9,14 @@ into an epoch after it is built.
 
 from __future__ import annotations
 
+import copy
 import functools
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableSequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from dataloader._context import epoch_seed
 from dataloader._engine.autotune import AutoTuner
@@ -25,6 +28,8 @@ from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.resume import Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems
 from dataloader._engine.stats import EpochStats
+from dataloader._sampling.base import ChunkedSampler
+from dataloader._sampling.batch import BatchSampler
 from dataloader._sampling.spans import index_spans
 
 __all__ = ["EpochPlan", "index_source", "index_sources"]
@@ -32,12 +37,29 @@ __all__ = ["EpochPlan", "index_source", "index_sources"]
 
 def index_source(dataset: Any, auto_collation: bool, sampler: Any, batch_sampler: Any) -> Callable[[], Iterator[Any]]:
     """What starts one epoch's indices: the sampler (``batch_size=None``) or the batch
-    sampler, as index arrays when the dataset accepts them (``accepts_index_arrays``)."""
-    if not auto_collation:
-        return lambda: iter(sampler)
-    if getattr(dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
+    sampler, as index arrays when the dataset accepts them (``accepts_index_arrays``).
+
+    A (batch) sampler that is not ours may yield one buffer (a list, an array) that it
+    refills after each yield, as PyTorch allows (its workers get a pickled copy): a worker
+    reads a batch's indices after the sampler's next ``next()``, so each one is copied
+    (``kept``).  Ours yield a fresh list or array each time.
+    """
+    source = batch_sampler if auto_collation else sampler
+    if auto_collation and getattr(dataset, "accepts_index_arrays", False) and hasattr(batch_sampler, "_index_arrays"):
         return lambda: iter(batch_sampler._index_arrays())
-    return lambda: iter(batch_sampler)
+    if type(source) is BatchSampler or isinstance(source, ChunkedSampler):
+        return lambda: iter(source)
+    return lambda: map(kept, source)
+
+
+def kept(indices: Any) -> Any:
+    """``indices`` as the loader keeps them until a worker reads them: a copy of a list or
+    an array (or of another mutable sequence), anything else as it is."""
+    if type(indices) is list or isinstance(indices, np.ndarray):
+        return indices.copy()
+    if isinstance(indices, (int, tuple, range)) or not isinstance(indices, MutableSequence):
+        return indices
+    return copy.copy(indices)
 
 
 def index_sources(
