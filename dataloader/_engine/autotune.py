@@ -136,14 +136,17 @@ class EpochTune:
     ``wake`` from any thread.
     """
 
-    __slots__ = ("active", "_tuner", "_cond", "_done", "_consumer", "_t0", "_n0", "_w0", "_next", "_skip",
-                 "_best", "_best_rate")
+    __slots__ = ("active", "window", "_tuner", "_cond", "_done", "_consumer", "_t0", "_n0", "_w0", "_next",
+                 "_skip", "_best", "_best_rate")
 
     def __init__(
         self, tuner: AutoTuner, active: int, settled: bool, consumer: ConsumerRecorder,
         best: int | None = None, best_rate: float = 0.0,
     ) -> None:
         self.active = active  # workers 0 .. active-1 may claim (0: inline); read without the lock
+        # The epoch's window, once it has one (Epoch): its ``limit`` follows ``active``, for
+        # the workers in the native batch loop (_rowjobs.RowJobs.work), which never take the gate.
+        self.window: Any = None
         self._tuner = tuner
         self._cond = threading.Condition(threading.Lock())
         self._done = settled
@@ -213,9 +216,16 @@ class EpochTune:
         self._done = True
         self._tuner._settle(self._best)
 
+    def bind(self, window: Any) -> None:
+        """The epoch's window: its ``limit`` is ``active`` from now on (the consumer's thread)."""
+        self.window = window
+        window.limit = self.active
+
     def _set(self, active: int) -> None:
         with self._cond:
             self.active = active
+            if self.window is not None:
+                self.window.limit = active
             self._cond.notify_all()
         self._tuner._progress(active, self._best, self._best_rate)
 

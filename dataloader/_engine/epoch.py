@@ -147,6 +147,8 @@ class Epoch(EpochIterator):
         jobs = source.row_jobs(window) if help_rec is not None else None
         self._jobs = jobs
         self._shared = Shared(source, window, pool.num_workers, tune, jobs)
+        if tune is not None:
+            tune.bind(self._window)
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)
         self._exhausted = False
         self._pending_error: tuple[int, BaseException] | None = None

@@ -16,7 +16,7 @@ from dataloader import _context
 from dataloader._engine.autotune import EpochTune
 from dataloader._engine.iterator import WorkSource
 from dataloader._native._ring import Window
-from dataloader._native._rowjobs import RowJobs
+from dataloader._native._rowjobs import GATED, RowJobs
 
 __all__ = ["Result", "Shared", "work"]
 
@@ -82,12 +82,11 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         while tune is None or tune.admit(worker_id, window):
             if jobs is None or rec is None:
                 k = claim(worker_id)
-            elif tune is None:
-                k = jobs.work(window, rec)  # builds native batches without the GIL; returns another
-            else:  # "auto": the gate decides before every claim
-                k = claim(worker_id)
-                if k >= 0 and jobs.run(window, k, rec):
-                    complete(k)
+            else:
+                # Builds native batches without the GIL; returns another batch, or GATED when
+                # "auto" withdrew this worker (window.limit, set with the gate's count).
+                k = jobs.work(window, rec, worker_id if tune is not None else -1)
+                if k == GATED:
                     continue
             if k < 0:
                 break

@@ -60,6 +60,18 @@ cdef class Window(WindowCore):
     def cancelled(self):
         return self._state.load() == STATE_CANCELLED
 
+    @property
+    def limit(self):
+        """Workers ``0 .. limit - 1`` may run native batch jobs (``_rowjobs.RowJobs.work``);
+        ``num_workers="auto"`` sets it with its count (by default: every worker)."""
+        return self._limit.load()
+
+    @limit.setter
+    def limit(self, int value):
+        if value < 0:
+            raise ValueError(f"limit={value} must be >= 0")
+        self._limit.store(value)
+
     # -- consumer side ---------------------------------------------------------
 
     def publish(self, int owner=ANY_OWNER):

@@ -50,6 +50,12 @@ cdef extern from "numpy/arrayobject.h":
     bint PyDataType_REFCHK(cnp.PyArray_Descr* descr) noexcept
 
 
+cdef enum:
+    S_GATED = -4  # RowJobs.work: the worker is not admitted (a batch number is never negative)
+
+GATED = S_GATED
+
+
 cdef struct Column:
     const char* src
     int64_t n
@@ -317,17 +323,23 @@ cdef class RowJobs:
             self._run(slot, rec)
         return True
 
-    def work(self, WindowCore window not None, Recorder rec not None):
+    def work(self, WindowCore window not None, Recorder rec not None, int worker_id=-1):
         """A worker's loop, GIL released: claim batches, build and complete the native ones.
 
+        ``worker_id`` >= 0: the loop stops before a claim once ``worker_id >= window.limit``
+        (``num_workers="auto"`` withdrew this worker).
+
         Returns:
-            A claimed batch that is not native (the caller builds and completes it), or -1:
-            the window is finished and every batch is claimed, or it was cancelled.
+            A claimed batch that is not native (the caller builds and completes it), -1: the
+            window is finished and every batch is claimed, or it was cancelled; or ``GATED``.
         """
         cdef int64_t k
         self._check(window)
         with nogil:
             while True:
+                if worker_id >= window._limit.load():
+                    k = S_GATED
+                    break
                 k = window._claim_blocking()
                 if k < 0 or not self._native[k % self._size]:
                     break

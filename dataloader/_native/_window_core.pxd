@@ -177,6 +177,7 @@ cdef class WindowCore:
     cdef atomic[int] _consumer_waiting
     cdef atomic[int] _active           # workers inside this epoch
     cdef atomic[int64_t] _completed    # batches completed so far (claimed - completed: building)
+    cdef atomic[int] _limit            # workers below it may run native jobs (num_workers="auto")
     cdef int _cpus                     # CPUs the epoch's threads may use (for the spin rule)
     cdef atomic[int64_t] _consumer_spin_us  # the consumer's spin budget before it sleeps
     cdef atomic[int64_t] _worker_spin_us    # the workers' (shared) spin budget before they sleep

@@ -46,6 +46,7 @@ cdef class WindowCore:
         self._consumer_waiting.store(0)
         self._active.store(0)
         self._completed.store(0)
+        self._limit.store(MAX_OWNERS)
         self._cpus = cpus if cpus > 0 else dl_hardware_cpus()
         self._consumer_spin_us.store(SPIN_START_US)
         self._worker_spin_us.store(SPIN_START_US)
