@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dataloader import ArrayDataset, DataLoader
+from dataloader._engine import plan
 from dataloader._native._rowjobs import RowJobs
 from dataloader._native._ring import Window
 from dataloader._native._stats import Recorder
@@ -131,3 +132,45 @@ def _batches_or_errors(loader):
             return
         except IndexError:
             yield "IndexError"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("generator", ["int", "numpy"])
+@pytest.mark.parametrize(("before", "after"), [(2, 0), (0, 2), (1, 3)])
+def test_an_epoch_of_permutation_spans_resumes_mid_epoch_with_another_worker_count(monkeypatch, generator, before, after):
+    # 40 samples of 13 rows: four passes, batches of 3 across them (positions 12-14, 24-26).
+    # Resumed at any batch, with workers (spans) or without (index arrays), the loader gives
+    # the rest of num_workers=0's epoch, and its next epoch.
+    made = []
+
+    def counted(batch_sampler):
+        batches = index_spans(batch_sampler)
+        return None if batches is None else _noting(batches, made)
+
+    monkeypatch.setattr(plan, "index_spans", counted)
+    ds = ArrayDataset(np.arange(26.0).reshape(13, 2))
+
+    def loader(workers):
+        gen = 8 if generator == "int" else np.random.default_rng(8)
+        return DataLoader(ds, batch_size=3, sampler=RandomSampler(ds, num_samples=40, generator=gen), num_workers=workers)
+
+    reference = loader(0)
+    expected = [[b[0].tobytes() for b in reference] for _epoch in range(2)]
+    assert len(expected[0]) == 14
+    for k in (0, 1, 4, 5, 9, 13, 14):
+        first = loader(before)
+        it = iter(first)
+        head = [next(it)[0].tobytes() for _ in range(k)]
+        state = first.state_dict()
+        it.close()
+        again = loader(after)
+        again.load_state_dict(state)
+        assert head + [b[0].tobytes() for b in again] == expected[0], k
+        assert [b[0].tobytes() for b in again] == expected[1], k
+    assert any(made)  # the loaders with workers took the spans path
+
+
+def _noting(batches, made):
+    for batch in batches:
+        made.append(type(batch) is PermutationSpan)
+        yield batch
