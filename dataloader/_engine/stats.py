@@ -97,6 +97,7 @@ class LoaderStats:
         """The statistics as a small text table (what ``python -m dataloader bench`` prints)."""
         rows: list[tuple[str, str]] = [
             ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
+            ("workers (active)", f"{self.num_workers} ({self.active_workers}; 0: next() builds them)"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
             ("workers fetching", _share(self.fetch_s, self.elapsed_s)),
             ("workers transforming", _share(self.transform_s, self.elapsed_s)),
