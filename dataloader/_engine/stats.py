@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from dataloader._engine.autotune import EpochTune
 from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
 
 __all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats"]
@@ -135,7 +135,7 @@ class EpochStats:
     def __init__(self, epoch: int, num_workers: int, inline: bool = False) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
-        self.tune: Any = None  # num_workers="auto": the epoch's EpochTune (its ``active``)
+        self.tune: EpochTune | None = None  # num_workers="auto": the epoch's gate (its ``active``)
         self.started = now_ns()
         self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + inline)]
         self.consumer = ConsumerRecorder(STATS_SAMPLES)
