@@ -360,3 +360,49 @@ def test_auto_settled_inline_runs_later_epochs_without_the_window(monkeypatch):
     for a, b in zip(got, fixed):
         np.testing.assert_array_equal(a, b)
     loader.close()
+
+
+def test_an_epoch_that_ends_within_its_first_period_settles_inline(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer, inline=True)
+    tune.tick(3)  # 3 batches, no time passed: no period completed
+    tune.finished()
+    assert tuner.settled and tuner.active == 0
+    assert tuner.for_epoch(consumer, inline=True).active == 0
+
+
+def test_an_epoch_that_ends_within_its_first_period_keeps_its_workers_where_inline_is_not_allowed(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune = tuner.for_epoch(consumer, inline=False)
+    assert tune.active == 1
+    tune.finished()
+    assert tuner.settled and tuner.active == 1
+
+
+def test_an_epoch_that_measured_a_period_does_not_settle_when_it_ends(clock):
+    tuner, consumer = AutoTuner(cap=8), FakeConsumer()
+    tune, _ = inline_start(tuner, consumer, clock)  # one (skipped) period measured
+    tune.finished()
+    assert not tuner.settled
+
+
+def test_short_epochs_settle_inline_and_an_abandoned_epoch_does_not(monkeypatch):
+    from dataloader._engine.iterator import SequentialEpoch
+
+    monkeypatch.setattr(autotune, "AUTO_PERIOD_S", 60.0)  # no epoch here lasts a period
+    x = np.arange(40.0).reshape(20, 2)
+    loader = DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5, num_workers="auto")
+    next(iter(loader))  # peeking at one batch: the epoch is abandoned, not finished
+    assert not loader._plan.tuner.settled
+    first = [b[0] for b in loader]  # runs to its end within the period
+    assert loader._plan.tuner.settled and loader.stats.active_workers == 0
+    it = iter(loader)
+    assert isinstance(it, SequentialEpoch)  # later epochs run as num_workers=0
+    later = [b[0] for b in it]
+    fixed = DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5)
+    next(iter(fixed))  # epoch 0, as above
+    for got, expected in ((first, [b[0] for b in fixed]), (later, [b[0] for b in fixed])):
+        assert len(got) == len(expected) == 7
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    loader.close()

@@ -126,7 +126,7 @@ def test_bench_plot_without_matplotlib_names_the_extra(path, capsys, monkeypatch
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import raises ImportError
     assert main(["bench", str(path), "--plot", "x.png"]) == 2
     err = capsys.readouterr().err
-    assert "dataloader[plot]" in err and "epoch" not in err
+    assert "pip install matplotlib" in err and "'.[plot]'" in err and "epoch" not in err
 
 
 def test_occupancy_sums_interval_overlap_per_bin():

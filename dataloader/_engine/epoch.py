@@ -298,6 +298,8 @@ class Epoch(EpochIterator):
     def _end_of_epoch(self, k: int) -> None:
         pending, self._pending_error = self._pending_error, None
         self._progress.done = True
+        if self._tune is not None:
+            self._tune.finished()
         self.close()
         if pending is not None and pending[0] == k:
             raise pending[1]

@@ -190,9 +190,9 @@ class EpochPlan:
                     progress.streams = source
             else:
                 source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
-        if self.tuner is not None:
-            stats.tune = self.tuner.for_epoch(stats.consumer, inline)
-        settled_inline = inline and self.tuner is not None and self.tuner.settled and stats.tune.active == 0
+        tune = self.tuner.for_epoch(stats.consumer, inline) if self.tuner is not None else None
+        stats.tune = tune
+        settled_inline = inline and tune is not None and self.tuner is not None and self.tuner.settled and tune.active == 0
         if not self.iterable:
             assert self.indices is not None
             fetch, source_cls = self._map_builder(pool, epoch_key)
@@ -226,7 +226,7 @@ class EpochPlan:
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
             progress=progress, stats=stats,
-            tune=stats.tune,
+            tune=tune,
             inline=inline_build,
             help_rec=stats.workers[-1] if helps else None,
         )

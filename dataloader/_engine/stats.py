@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from dataloader._engine.autotune import EpochTune
 from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
 
 __all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats"]
@@ -97,6 +97,7 @@ class LoaderStats:
         """The statistics as a small text table (what ``python -m dataloader bench`` prints)."""
         rows: list[tuple[str, str]] = [
             ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
+            ("workers (active)", f"{self.num_workers} ({self.active_workers}; 0: next() builds them)"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
             ("workers fetching", _share(self.fetch_s, self.elapsed_s)),
             ("workers transforming", _share(self.transform_s, self.elapsed_s)),
@@ -134,7 +135,7 @@ class EpochStats:
     def __init__(self, epoch: int, num_workers: int, inline: bool = False) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
-        self.tune: Any = None  # num_workers="auto": the epoch's EpochTune (its ``active``)
+        self.tune: EpochTune | None = None  # num_workers="auto": the epoch's gate (its ``active``)
         self.started = now_ns()
         self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + inline)]
         self.consumer = ConsumerRecorder(STATS_SAMPLES)

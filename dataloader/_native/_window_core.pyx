@@ -169,7 +169,7 @@ cdef class WindowCore:
         cdef int64_t start, r
         if self._waiting_workers.load() > 0 and self._claimed.load() < self._published.load():
             self._mutex.lock()
-            self._work_ready.notify_all()
+            self._wake_workers_if_claimable()
             self._mutex.unlock()
         if self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed) + 1 > self._cpus:
             return -1  # the builders need every core: sleep at once

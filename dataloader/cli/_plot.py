@@ -36,7 +36,7 @@ def require_matplotlib() -> None:
         import matplotlib  # noqa: F401  # lazy: an optional extra, imported only for --plot
     except ImportError as exc:
         raise CliError(
-            f"--plot needs matplotlib: pip install 'dataloader[plot]' (or pip install matplotlib): {exc}"
+            f"--plot needs matplotlib: pip install matplotlib (the 'plot' extra: pip install '.[plot]' in the checkout): {exc}"
         ) from None
 
 

@@ -7,7 +7,7 @@
 - ``Locations``, ``Template``: where item ``i`` is; ``Retry``: when to try again.
 
 Nothing here imports aiohttp or obstore until a dataset first needs them
-(``pip install 'dataloader[remote]'``).
+(the ``remote`` extra: ``pip install '.[remote]'`` in the checkout).
 """
 
 from __future__ import annotations

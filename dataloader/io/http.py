@@ -1,6 +1,6 @@
 """``HttpDataset``: items are the bodies of HTTP(S) GET responses, on aiohttp.
 
-aiohttp (``pip install 'dataloader[remote]'``, imported on first use) is the
+aiohttp (the ``remote`` extra: ``pip install '.[remote]'`` in the checkout, imported on first use) is the
 client: it is maintained, asyncio-native, ships a wheel for every interpreter
 we support (a pure-Python one on 3.13t), keeps a pool of keep-alive connections
 (``TCPConnector(limit=max_connections)``) and streams bodies, so ``max_bytes``

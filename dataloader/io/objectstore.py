@@ -1,6 +1,6 @@
 """``ObjectStoreDataset``: items are objects of a store (S3, GCS, Azure, local, memory).
 
-Runs on obstore (``pip install 'dataloader[remote]'``, imported on first use),
+Runs on obstore (the ``remote`` extra: ``pip install '.[remote]'`` in the checkout, imported on first use),
 the Python binding of the Rust ``object_store`` crate: its own async API, its
 own connection pool and its own retries.  The dataset's ``Retry`` becomes the
 store's ``retry_config`` (``Retry.store_config``) and ``attempt_timeout_s`` its
