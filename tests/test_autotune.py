@@ -35,11 +35,12 @@ def clock(monkeypatch):
 
 
 def inline_start(tuner, consumer, clock):
-    """A fresh probe's first epoch, inline, past its start-up period (which is skipped)."""
+    """A fresh probe's first epoch, inline, at its first batch (its start-up is not measured)."""
     tune = tuner.for_epoch(consumer, inline=True)
-    n = period(tune, consumer, clock, 0, 10, 0.0)  # start-up: slow, and not measured
+    clock.t += 10 * autotune.AUTO_PERIOD_S  # start-up: slow, and not measured
+    tune.tick(1)
     assert tune.active == 0 and not tuner.settled
-    return tune, n
+    return tune, 1
 
 
 def period(tune, consumer, clock, delivered, batches_per_s, wait_share):
@@ -381,9 +382,27 @@ def test_an_epoch_that_ends_within_its_first_period_keeps_its_workers_where_inli
 
 def test_an_epoch_that_measured_a_period_does_not_settle_when_it_ends(clock):
     tuner, consumer = AutoTuner(cap=8), FakeConsumer()
-    tune, _ = inline_start(tuner, consumer, clock)  # one (skipped) period measured
+    tune, n = inline_start(tuner, consumer, clock)
+    period(tune, consumer, clock, n, 1000, 0.0)  # one period measured: one worker next
     tune.finished()
-    assert not tuner.settled
+    assert not tuner.settled and tuner.active == 1
+
+
+def test_an_epochs_first_period_starts_at_its_first_batch(clock):
+    # W4 on 3.11: a second epoch's two workers, measured from the epoch's start (an empty
+    # pipeline), looked no faster than inline and the probe settled inline.
+    tuner, consumer = AutoTuner(cap=2), FakeConsumer()
+    first, n = inline_start(tuner, consumer, clock)
+    n = period(first, consumer, clock, n, 1000, 0.0)  # inline: 1000 batches/s; one worker next
+    n = period(first, consumer, clock, n, 500, 0.5)  # skipped
+    period(first, consumer, clock, n, 1000, 0.5)  # no gain, starved: two next; the epoch ends
+    second = tuner.for_epoch(consumer, inline=True)
+    assert second.active == 2 and not tuner.settled
+    clock.t += 0.2  # 200 ms to the first batch: the pipeline fills
+    consumer.wait_ns += int(0.2e9)
+    second.tick(1)
+    period(second, consumer, clock, 1, 1800, 0.5)  # measured from the first batch: +80%
+    assert tuner.settled and tuner.active == 2
 
 
 def test_short_epochs_settle_inline_and_an_abandoned_epoch_does_not(monkeypatch):

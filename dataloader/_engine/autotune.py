@@ -17,8 +17,9 @@ least ``AUTO_MIN_BATCHES`` batches) of an epoch, from its own statistics:
    ``worker_init_fn``, which inline batches would not run, without a ``timeout``,
    which a batch built inside ``next()`` cannot have, and not for an
    ``AsyncDataset``; else one worker), or with the count an earlier epoch settled on;
-2. the period after a change is skipped (the new worker ramps up), and so is the
-   first period of a probe that starts inline (the epoch's start-up);
+2. an epoch's first period starts at its first batch (the wait for it is the
+   epoch's start-up: the sampler's first draw, an empty pipeline; not a rate), and
+   the period after a change is skipped (the new worker ramps up);
 3. a period's throughput (batches/s) that beats the best seen by more than
    ``AUTO_GAIN`` (5%) becomes the best; then, if the consumer waited more than
    ``AUTO_STARVED`` (5%) of the period (always, inline: building is the consumer's
@@ -162,11 +163,8 @@ class EpochTune:
         self._t0 = time.perf_counter()
         self._n0 = 0
         self._w0 = 0
-        self._next = AUTO_MIN_BATCHES
-        # The first period of a fresh probe that starts inline includes the epoch's start-up
-        # (the sampler's first draw, the window filling): skipped, or inline building would
-        # look slower than it is against the workers measured after it.
-        self._skip = best is None and not settled and active == 0
+        self._next = 1  # the first batch starts the first period (tick)
+        self._skip = False  # the period after a change is not measured (the new worker ramps up)
         self._best = active if best is None else best
         self._best_rate = best_rate
         self._periods = 0  # periods measured in this epoch
@@ -199,6 +197,13 @@ class EpochTune:
         if self._done or delivered < self._next:
             return
         now = time.perf_counter()
+        if delivered == 1:
+            # The epoch's first period starts at its first batch, not at its start: the time to
+            # a first batch (an empty pipeline, the sampler's first draw) is no worker count's
+            # throughput (W4 of docs/benchmarks.md on 3.11: a second epoch's 2 workers measured
+            # from the start ran 38 batches/s against inline's 39 and settled inline, 0.66x).
+            self._t0, self._n0, self._w0, self._next = now, 1, self._consumer.wait_ns, 1 + AUTO_MIN_BATCHES
+            return
         seconds = now - self._t0
         if seconds < AUTO_PERIOD_S or seconds <= 0.0:
             self._next = delivered + AUTO_MIN_BATCHES
