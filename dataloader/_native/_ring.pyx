@@ -178,12 +178,12 @@ cdef class Window(WindowCore):
         cdef int64_t k
         if self._owners == 0:
             with nogil:
-                k = self._claim_blocking()
+                k = self._claim_blocking(ANY_OWNER)
             return k
         if worker_id < 0 or worker_id >= self._owners:
             raise ValueError(f"{worker_id=} must be in [0, {self._owners}) in a tagged window")
         with nogil:
-            k = self._claim_owned_blocking(worker_id)
+            k = self._claim_blocking(worker_id)
         return k
 
     def try_claim(self):

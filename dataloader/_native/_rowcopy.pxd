@@ -17,6 +17,10 @@ cdef enum:
     GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
 
 
+# A NumPy array that the kernels can read: C-contiguous, at least 1-D, and no Python
+# objects in its items (needs the GIL: it reads the array's header).
+cdef bint plain_array(object a) noexcept
+
 # Position of the first index outside [0, n), or -1 when all are in range.
 cdef Py_ssize_t first_bad_index(
     const int64_t* indices, Py_ssize_t count, int64_t n

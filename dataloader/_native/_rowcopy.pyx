@@ -281,15 +281,16 @@ cdef int install_bus_guard() noexcept nogil:
 # ---------------------------------------------------------------- NumPy arrays (ArrayDataset)
 
 
-cdef inline bint _plain(cnp.ndarray a):
-    """C-contiguous, at least 1-D, and no Python objects in its items."""
-    return (cnp.PyArray_NDIM(a) >= 1 and cnp.PyArray_IS_C_CONTIGUOUS(a)
-            and not PyDataType_REFCHK(cnp.PyArray_DESCR(a)))
+cdef bint plain_array(object a) noexcept:
+    """A NumPy array, C-contiguous, at least 1-D, and no Python objects in its items."""
+    return (cnp.PyArray_Check(a) and cnp.PyArray_NDIM(<cnp.ndarray>a) >= 1
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and not PyDataType_REFCHK(cnp.PyArray_DESCR(<cnp.ndarray>a)))
 
 
 def can_take(object source):
     """Whether ``take_rows`` can gather from ``source`` (else use NumPy's indexing)."""
-    return cnp.PyArray_Check(source) and _plain(<cnp.ndarray>source)
+    return plain_array(source)
 
 
 def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object out=None):
@@ -326,7 +327,7 @@ def take_columns(object arrays not None, cnp.ndarray indices not None):
     """
     arrays = tuple(arrays)
     for a in arrays:
-        if not (cnp.PyArray_Check(a) and _plain(<cnp.ndarray>a)):
+        if not plain_array(a):
             return None
     indices = _index_array(indices)
     return tuple([_take_rows(<cnp.ndarray>a, indices, None) for a in arrays])
@@ -344,7 +345,7 @@ cdef cnp.ndarray _index_array(cnp.ndarray indices):
 
 cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     # ``indices`` went through _index_array.
-    if not _plain(source):
+    if not plain_array(source):
         raise ValueError("source must be a C-contiguous array of at least 1 dimension "
                          f"without Python objects, got dtype={source.dtype}")
     cdef Py_ssize_t count = cnp.PyArray_DIM(indices, 0)

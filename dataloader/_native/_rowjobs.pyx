@@ -38,17 +38,13 @@ from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
-from dataloader._native._rowcopy cimport first_bad_index, gather_mapped
+from dataloader._native._rowcopy cimport first_bad_index, gather_mapped, plain_array
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
-from dataloader._native._window_core cimport ANY, STATE_CANCELLED, WindowCore, dl_yield
+from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
 import numpy as np
 
 cnp.import_array()
-
-cdef extern from "numpy/arrayobject.h":
-    bint PyDataType_REFCHK(cnp.PyArray_Descr* descr) noexcept
-
 
 cdef enum:
     S_GATED = -4  # RowJobs.work: the worker is not admitted (a batch number is never negative)
@@ -63,12 +59,6 @@ cdef struct Column:
     char* dst
 
 
-cdef inline bint _plain(object a):
-    return (cnp.PyArray_Check(a) and cnp.PyArray_NDIM(<cnp.ndarray>a) >= 1
-            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
-            and not PyDataType_REFCHK(cnp.PyArray_DESCR(<cnp.ndarray>a)))
-
-
 def can_run(object sources):
     """Whether ``RowJobs`` can gather from ``sources``: a ``Reader``, or arrays that are all
     C-contiguous, at least 1-D, without Python objects in their items, of one length."""
@@ -78,7 +68,7 @@ def can_run(object sources):
     if not sources:
         return False
     for a in sources:
-        if not _plain(a) or cnp.PyArray_DIM(<cnp.ndarray>a, 0) != cnp.PyArray_DIM(<cnp.ndarray>sources[0], 0):
+        if not plain_array(a) or cnp.PyArray_DIM(<cnp.ndarray>a, 0) != cnp.PyArray_DIM(<cnp.ndarray>sources[0], 0):
             return False
     return True
 
@@ -340,7 +330,7 @@ cdef class RowJobs:
                 if worker_id >= window._limit.load():
                     k = S_GATED
                     break
-                k = window._claim_blocking()
+                k = window._claim_blocking(ANY_OWNER)
                 if k < 0 or not self._native[k % self._size]:
                     break
                 self._run(k % self._size, rec)

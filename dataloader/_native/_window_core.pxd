@@ -187,9 +187,9 @@ cdef class WindowCore:
     cdef dl_cond _result_ready
 
     cdef int64_t _try_claim(self) noexcept nogil
-    cdef int64_t _claim_blocking(self) noexcept nogil
     cdef int64_t _try_claim_owned(self, int w) noexcept nogil
-    cdef int64_t _claim_owned_blocking(self, int w) noexcept nogil
+    cdef int64_t _claim_now(self, int w) noexcept nogil
+    cdef int64_t _claim_blocking(self, int w) noexcept nogil
     cdef void _complete(self, int64_t k) noexcept nogil
     cdef int64_t _ready(self, int64_t k) noexcept nogil
     cdef int64_t _spin_ready(self, int64_t k) noexcept nogil

@@ -68,36 +68,6 @@ cdef class WindowCore:
                 return c
         return -1
 
-    cdef int64_t _claim_blocking(self) noexcept nogil:
-        cdef int64_t k
-        cdef int state
-        if self._state.load() == STATE_CANCELLED:
-            return S_END
-        k = self._try_claim()
-        if k >= 0:
-            return k
-        k = self._spin_claim(ANY_OWNER)
-        if k != -1:
-            return k
-        self._mutex.lock()
-        self._waiting_workers.fetch_add(1)
-        while True:
-            state = self._state.load()
-            if state == STATE_CANCELLED:
-                k = S_END
-                break
-            k = self._try_claim()
-            if k >= 0:
-                break
-            if state == FINISHED:
-                # Re-check after reading FINISHED: publish happens-before finish.
-                k = self._try_claim()
-                break
-            dl_cond_wait_us(self._work_ready, self._mutex, WORKER_SLICE_US)
-        self._waiting_workers.fetch_sub(1)
-        self._mutex.unlock()
-        return S_END if k < 0 else k
-
     cdef int64_t _try_claim_owned(self, int w) noexcept nogil:
         # Only worker w moves its cursor: the next batch it has not looked at yet.  Batches
         # below base are taken, so never w's unclaimed ones; a slot's tag names its batch
@@ -113,32 +83,46 @@ cdef class WindowCore:
         self._cursors[w].store(c, memory_order_relaxed)
         return -1
 
-    cdef int64_t _claim_owned_blocking(self, int w) noexcept nogil:
+    cdef int64_t _claim_now(self, int w) noexcept nogil:
+        # The next claimable batch for w (ANY_OWNER: untagged), or -1: no waiting.
+        return self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
+
+    cdef int64_t _claim_blocking(self, int w) noexcept nogil:
+        # A batch claimed for w (ANY_OWNER in an untagged window), after spinning and then
+        # sleeping on w's condition; S_END once the window is cancelled or finished.
         cdef int64_t k
         cdef int state
+        cdef dl_cond* ready = &self._work_ready if w == ANY_OWNER else &self._owner_ready[w]
         if self._state.load() == STATE_CANCELLED:
             return S_END
-        k = self._try_claim_owned(w)
+        k = self._claim_now(w)
         if k >= 0:
             return k
         k = self._spin_claim(w)
         if k != -1:
             return k
         self._mutex.lock()
-        self._owner_waiting[w].store(1)
+        if w == ANY_OWNER:
+            self._waiting_workers.fetch_add(1)
+        else:
+            self._owner_waiting[w].store(1)
         while True:
             state = self._state.load()
             if state == STATE_CANCELLED:
                 k = S_END
                 break
-            k = self._try_claim_owned(w)
+            k = self._claim_now(w)
             if k >= 0:
                 break
             if state == FINISHED:
-                k = self._try_claim_owned(w)
+                # Re-check after reading FINISHED: publish happens-before finish.
+                k = self._claim_now(w)
                 break
-            dl_cond_wait_us(self._owner_ready[w], self._mutex, WORKER_SLICE_US)
-        self._owner_waiting[w].store(0)
+            dl_cond_wait_us(ready[0], self._mutex, WORKER_SLICE_US)
+        if w == ANY_OWNER:
+            self._waiting_workers.fetch_sub(1)
+        else:
+            self._owner_waiting[w].store(0)
         self._mutex.unlock()
         return S_END if k < 0 else k
 
@@ -202,7 +186,7 @@ cdef class WindowCore:
         start = dl_now_us()
         while True:
             dl_yield()
-            k = self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
+            k = self._claim_now(w)
             if k >= 0:
                 self._worker_spin_us.store(min(<int64_t>SPIN_MAX_US, budget + budget // 2 + 1),
                                            memory_order_relaxed)
