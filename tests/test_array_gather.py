@@ -210,3 +210,23 @@ def test_unsigned_index_over_int64_range_is_named_not_wrapped(bad, num_workers):
     with pytest.raises(IndexError, match=f"index {bad} "):
         list(loader)
     assert ds.__getitems__(np.array([1, N - 1], dtype=np.uint64)).columns[0][:, 0].tolist() == [2.0, 2.0 * (N - 1)]
+
+
+class _Doubled(np.ndarray):
+    """A subclass whose rows are not its buffer's: indexing doubles them."""
+
+    def __getitem__(self, key):
+        return np.asarray(super().__getitem__(key)) * 2
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_ndarray_subclass_columns_keep_their_own_indexing(num_workers):
+    from dataloader import DataLoader
+
+    x = np.arange(N * 3, dtype=np.float64).reshape(N, 3).view(_Doubled)
+    assert not can_take(x)  # only an ndarray or a numpy.memmap is gathered from its buffer
+    idx = [4, 0, -1]
+    _equal(ArrayDataset(x).__getitems__(idx).columns[0], x[idx])
+    loader = DataLoader(ArrayDataset(x), batch_size=8, num_workers=num_workers)
+    got = np.concatenate([np.asarray(b[0]) for b in loader])
+    assert got.tobytes() == (np.asarray(x.view(np.ndarray)) * 2).tobytes()

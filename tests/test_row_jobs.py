@@ -206,6 +206,7 @@ def test_row_jobs_refuse_what_they_cannot_gather():
     assert not can_run((np.zeros((4, 2))[:, ::2],))  # strided
     assert not can_run((np.array([object()] * 4),))  # Python objects
     assert not can_run((np.zeros(4), np.zeros(5)))  # lengths differ
+    assert not can_run((np.ma.masked_array(np.zeros(4)),))  # an ndarray subclass (its own indexing)
     with pytest.raises(ValueError, match="C-contiguous"):
         RowJobs(2, (np.zeros(4), np.zeros(5)))
     with pytest.raises(ValueError, match="size=0"):

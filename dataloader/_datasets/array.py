@@ -63,7 +63,7 @@ class ArrayDataset(Dataset[tuple]):
     ) -> BatchedItems:
         """Rows ``indices`` of every array, stacked: ``BatchedItems((a[indices] for a in arrays))``.
 
-        A C-contiguous NumPy array without Python objects (also a ``numpy.memmap``) is gathered
+        A C-contiguous ``numpy.ndarray`` or ``numpy.memmap`` without Python objects is gathered
         by the native row kernel of ``.ndf`` files (one ``memcpy`` a row, prefetching rows ahead,
         the GIL released); any other array by NumPy's fancy indexing.  Same values either way.
 

@@ -17,8 +17,9 @@ cdef enum:
     GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
 
 
-# A NumPy array that the kernels can read: C-contiguous, at least 1-D, and no Python
-# objects in its items (needs the GIL: it reads the array's header).
+# A NumPy array that the kernels can read: an ndarray or a numpy.memmap (not another
+# subclass), C-contiguous, at least 1-D, and no Python objects in its items (needs the
+# GIL: it reads the array's header).
 cdef bint plain_array(object a) noexcept
 
 # Position of the first index outside [0, n), or -1 when all are in range.

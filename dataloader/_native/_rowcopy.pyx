@@ -281,9 +281,17 @@ cdef int install_bus_guard() noexcept nogil:
 # ---------------------------------------------------------------- NumPy arrays (ArrayDataset)
 
 
+cdef object _memmap = np.memmap
+
+
 cdef bint plain_array(object a) noexcept:
-    """A NumPy array, C-contiguous, at least 1-D, and no Python objects in its items."""
-    return (cnp.PyArray_Check(a) and cnp.PyArray_NDIM(<cnp.ndarray>a) >= 1
+    """A NumPy array, C-contiguous, at least 1-D, and no Python objects in its items.
+
+    Only an ``ndarray`` itself or a ``numpy.memmap``: a subclass's indexing may differ from
+    its buffer's rows (a ``numpy.ma.MaskedArray`` keeps its mask beside the data; a gather
+    of the buffer would drop it), so NumPy indexes it.
+    """
+    return ((cnp.PyArray_CheckExact(a) or type(a) is _memmap) and cnp.PyArray_NDIM(<cnp.ndarray>a) >= 1
             and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
             and not PyDataType_REFCHK(cnp.PyArray_DESCR(<cnp.ndarray>a)))
 

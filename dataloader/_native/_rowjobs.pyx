@@ -61,7 +61,8 @@ cdef struct Column:
 
 def can_run(object sources):
     """Whether ``RowJobs`` can gather from ``sources``: a ``Reader``, or arrays that are all
-    C-contiguous, at least 1-D, without Python objects in their items, of one length."""
+    ``_rowcopy.plain_array`` (an ndarray or memmap, C-contiguous, at least 1-D, without
+    Python objects in their items), of one length."""
     if isinstance(sources, Reader):
         return True
     sources = tuple(sources)
