@@ -17,6 +17,7 @@ pytestmark = pytest.mark.timeout(60)
 
 class FakeConsumer:
     wait_ns = 0
+    count = 0  # batches delivered (read by EpochTune.finished)
 
 
 class Clock:
@@ -402,6 +403,69 @@ def test_an_epochs_first_period_starts_at_its_first_batch(clock):
     consumer.wait_ns += int(0.2e9)
     second.tick(1)
     period(second, consumer, clock, 1, 1800, 0.5)  # measured from the first batch: +80%
+    assert tuner.settled and tuner.active == 2
+
+
+def test_an_epoch_of_few_slow_batches_measures_them_instead_of_settling_inline(clock):
+    # 4 batches of 40 ms: too few for a period after the first batch (1 + AUTO_MIN_BATCHES),
+    # yet 16 periods long; settling inline there kept two workers' 2x from every later epoch.
+    tuner, consumer = AutoTuner(cap=2), FakeConsumer()
+    tune, n = inline_start(tuner, consumer, clock)
+    for consumer.count in range(2, 5):
+        clock.t += 0.04
+        consumer.wait_ns += int(0.04e9)  # inline: building is the consumer's wait
+        tune.tick(consumer.count)
+    tune.finished()
+    assert not tuner.settled and tuner.active == 1  # inline measured: one worker next
+    second = tuner.for_epoch(consumer, inline=True)
+    consumer.count = 1
+    second.tick(1)
+    for consumer.count in range(2, 5):
+        clock.t += 0.04
+        consumer.wait_ns += int(0.04e9)
+        second.tick(consumer.count)
+    second.finished()  # one worker no faster than inline, the consumer waits: two next
+    assert not tuner.settled and tuner.active == 2
+    third = tuner.for_epoch(consumer, inline=True)
+    consumer.count = 1
+    third.tick(1)
+    for consumer.count in range(2, 5):
+        clock.t += 0.02
+        third.tick(consumer.count)
+    third.finished()  # twice as fast, the consumer no longer waits: settled on two
+    assert tuner.settled and tuner.active == 2
+
+
+def test_an_epoch_of_one_batch_settles_however_slow(clock):
+    tuner, consumer = AutoTuner(cap=2), FakeConsumer()
+    tune, n = inline_start(tuner, consumer, clock)
+    clock.t += 1.0
+    tune.finished()  # nothing after the first batch to measure
+    assert tuner.settled and tuner.active == 0
+
+
+def test_a_long_epoch_with_nothing_to_measure_settles_the_count_it_ran_with(clock):
+    # 2 slow batches: inline, then one worker, measured; two workers then build both at once,
+    # the second is ready with the first: not measurable, and no reason to return inline.
+    tuner, consumer = AutoTuner(cap=2), FakeConsumer()
+    for _ in range(2):
+        tune = tuner.for_epoch(consumer, inline=True)
+        clock.t += 0.04
+        consumer.count = 1
+        tune.tick(1)
+        clock.t += 0.04
+        consumer.wait_ns += int(0.04e9)
+        consumer.count = 2
+        tune.tick(2)
+        tune.finished()
+    assert not tuner.settled and tuner.active == 2
+    tune = tuner.for_epoch(consumer, inline=True)
+    clock.t += 0.04
+    consumer.count = 1
+    tune.tick(1)
+    consumer.count = 2
+    tune.tick(2)
+    tune.finished()
     assert tuner.settled and tuner.active == 2
 
 
