@@ -230,3 +230,18 @@ def test_ndarray_subclass_columns_keep_their_own_indexing(num_workers):
     loader = DataLoader(ArrayDataset(x), batch_size=8, num_workers=num_workers)
     got = np.concatenate([np.asarray(b[0]) for b in loader])
     assert got.tobytes() == (np.asarray(x.view(np.ndarray)) * 2).tobytes()
+
+
+@pytest.mark.parametrize(
+    "source, named",
+    [
+        (np.array(3.0), r"ndarray of shape \(\), dtype=float64"),
+        (np.zeros((4, 4))[:, ::2], r"shape \(4, 2\), dtype=float64, C-contiguous=False"),
+        (np.ma.masked_array(np.zeros(4)), r"MaskedArray of shape \(4,\)"),
+        (np.array([None] * 3), "dtype=object"),
+    ],
+    ids=["0-d", "strided", "subclass", "object"],
+)
+def test_take_rows_refusal_names_the_array(source, named):
+    with pytest.raises(ValueError, match=named):
+        take_rows(source, np.array([0]))

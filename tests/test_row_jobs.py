@@ -209,6 +209,10 @@ def test_row_jobs_refuse_what_they_cannot_gather():
     assert not can_run((np.ma.masked_array(np.zeros(4)),))  # an ndarray subclass (its own indexing)
     with pytest.raises(ValueError, match="C-contiguous"):
         RowJobs(2, (np.zeros(4), np.zeros(5)))
+    with pytest.raises(ValueError, match=r"got 0: ndarray of shape \(4,\).*; 1: ndarray of shape \(5,\)"):
+        RowJobs(2, (np.zeros(4), np.zeros(5)))  # each source named
+    with pytest.raises(ValueError, match="got 0: a list, not a NumPy array"):
+        RowJobs(2, ([1, 2],))
     with pytest.raises(ValueError, match="size=0"):
         RowJobs(0, (np.zeros(4),))
     jobs = RowJobs(2, (np.zeros(4),))

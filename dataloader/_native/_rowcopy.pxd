@@ -21,6 +21,8 @@ cdef enum:
 # subclass), C-contiguous, at least 1-D, and no Python objects in its items (needs the
 # GIL: it reads the array's header).
 cdef bint plain_array(object a) noexcept
+# plain_array's view of ``a`` for an error message: type, shape, dtype, C-contiguity.
+cdef str array_summary(object a)
 
 # Position of the first index outside [0, n), or -1 when all are in range.
 cdef Py_ssize_t first_bad_index(

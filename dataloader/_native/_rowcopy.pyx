@@ -296,6 +296,14 @@ cdef bint plain_array(object a) noexcept:
             and not PyDataType_REFCHK(cnp.PyArray_DESCR(<cnp.ndarray>a)))
 
 
+cdef str array_summary(object a):
+    """What ``plain_array`` looked at, for an error: type, shape, dtype, C-contiguity."""
+    if not cnp.PyArray_Check(a):
+        return f"a {type(a).__name__}, not a NumPy array"
+    return (f"{type(a).__name__} of shape {(<object>a).shape}, dtype={(<object>a).dtype}, "
+            f"C-contiguous={bool(cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))}")
+
+
 def can_take(object source):
     """Whether ``take_rows`` can gather from ``source`` (else use NumPy's indexing)."""
     return plain_array(source)
@@ -354,8 +362,8 @@ cdef cnp.ndarray _index_array(cnp.ndarray indices):
 cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     # ``indices`` went through _index_array.
     if not plain_array(source):
-        raise ValueError("source must be a C-contiguous array of at least 1 dimension "
-                         f"without Python objects, got dtype={source.dtype}")
+        raise ValueError("source must be a C-contiguous numpy.ndarray or numpy.memmap of at least "
+                         f"1 dimension without Python objects, got {array_summary(source)}")
     cdef Py_ssize_t count = cnp.PyArray_DIM(indices, 0)
     cdef int64_t n = cnp.PyArray_DIM(source, 0)
     shape = (count,) + (<object>source).shape[1:]

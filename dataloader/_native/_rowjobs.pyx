@@ -38,7 +38,7 @@ from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
-from dataloader._native._rowcopy cimport first_bad_index, gather_mapped, plain_array
+from dataloader._native._rowcopy cimport array_summary, first_bad_index, gather_mapped, plain_array
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
@@ -111,8 +111,10 @@ cdef class RowJobs:
         if not isinstance(sources, Reader):
             sources = tuple(sources)
         if not can_run(sources):
-            raise ValueError("sources must be a Reader or C-contiguous arrays of one length, at "
-                             "least 1-D, without Python objects")
+            got = ("none" if not sources else
+                   "; ".join([f"{k}: {array_summary(a)}" for k, a in enumerate(sources)]))
+            raise ValueError("sources must be a Reader or C-contiguous numpy.ndarray/numpy.memmap "
+                             f"arrays of one length, at least 1-D, without Python objects; got {got}")
         self._size = size
         if isinstance(sources, Reader):
             self._reader = <Reader>sources
