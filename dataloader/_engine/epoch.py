@@ -48,7 +48,7 @@ from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
 from dataloader._engine.build import Failure
 from dataloader._engine.errors import timeout_error
-from dataloader._engine.iterator import EpochIterator, WorkSource, forked_error
+from dataloader._engine.iterator import EpochIterator, Forks, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
@@ -200,7 +200,7 @@ class Epoch(EpochIterator):
         # close() may come from any thread at any time, also from code that next() runs
         # (the sampler).  It never waits for next(): while next() runs it only cancels the
         # window (waking the wait below) and next() does the clean-up on its way out.
-        if self._pid != os.getpid():
+        if self._forks != Forks.count:
             raise forked_error(self._pid)
         with self._state:
             if self._closed and self._start_error is None:

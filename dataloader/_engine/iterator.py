@@ -24,7 +24,23 @@ from dataloader._native._ring import Window
 from dataloader._native._rowjobs import RowJobs
 from dataloader._native._stats import Recorder
 
-__all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "forked_error"]
+__all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "Forks", "forked_error"]
+
+
+class Forks:
+    """``count``: fork()s this process came out of (the child adds one, while it is the only
+    thread); an epoch compares the count it started with at every ``next()``, which costs
+    less than ``os.getpid()`` (a system call)."""
+
+    count = 0
+
+
+def _forked() -> None:
+    Forks.count += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 class WorkSource(Protocol):
@@ -67,6 +83,7 @@ class EpochIterator:
         self._length = length
         self._start_error = start_error
         self._pid = os.getpid()
+        self._forks = Forks.count  # another count in next(): a forked child (forked_error)
         # Batches returned (or raised) by next() and the end, for DataLoader.state_dict().
         self._progress = progress if progress is not None else Progress(0)
         self.stats = stats if stats is not None else EpochStats(0, 0)  # recorders of this epoch
