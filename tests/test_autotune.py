@@ -489,3 +489,39 @@ def test_short_epochs_settle_inline_and_an_abandoned_epoch_does_not(monkeypatch)
         for a, b in zip(got, expected):
             np.testing.assert_array_equal(a, b)
     loader.close()
+
+
+class _SlowItems:
+    """Items that take ``sleep_s`` each (so that "auto" measures periods and moves)."""
+
+    def __init__(self, n, sleep_s):
+        self.n, self.sleep_s = n, sleep_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.sleep_s)
+        return np.int64(i)
+
+
+@pytest.mark.parametrize("source_workers", [0, 2, "auto"])
+@pytest.mark.parametrize("taken", [1, 5])
+def test_a_resumed_auto_epoch_gives_the_rest_of_the_epoch_and_the_probe_settles(source_workers, taken):
+    ds = _SlowItems(40, 0.002)
+    fixed = DataLoader(ds, batch_size=2, shuffle=True, seed=9)
+    source = DataLoader(ds, batch_size=2, shuffle=True, seed=9, num_workers=source_workers)
+    it = iter(source)
+    head = [next(it).tolist() for _ in range(taken)]
+    state = source.state_dict()
+    it.close()
+    loader = DataLoader(ds, batch_size=2, shuffle=True, seed=9, num_workers="auto")
+    loader.load_state_dict(state)
+    assert head + [b.tolist() for b in loader] == [b.tolist() for b in fixed]
+    tuner = loader._plan.tuner
+    for _ in range(40):  # each epoch measures a period or settles: never unsettled for long
+        assert [b.tolist() for b in loader] == [b.tolist() for b in fixed]
+        if tuner.settled:
+            break
+    assert tuner.settled and 0 <= tuner.active <= tuner.cap
+    loader.close()
