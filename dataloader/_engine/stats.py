@@ -144,7 +144,7 @@ class EpochStats:
         c = self.consumer
         delivered = c.count  # first: every batch delivered was built before
         fmin, fmax, fsum = c.flight
-        builds = _intervals([iv for r in self.workers for iv in r.intervals()], self.started)
+        builds = _intervals([r.intervals() for r in self.workers], self.started)
         latency: dict[int, float] = {}
         if len(builds):
             pct = np.percentile(builds[:, 1] - builds[:, 0], [50, 90, 99, 100])
@@ -165,11 +165,13 @@ class EpochStats:
             in_flight_mean=fsum / delivered if delivered else math.nan,
             in_flight_max=fmax if delivered else math.nan,
             latency_s=latency,
-            waits=_intervals(c.intervals(), self.started),
+            waits=_intervals([c.intervals()], self.started),
             builds=builds,
         )
 
 
-def _intervals(pairs: list[tuple[int, int]], origin_ns: int) -> np.ndarray:
-    out = (np.array(pairs, dtype=np.int64).reshape(-1, 2) - origin_ns) / 1e9
+def _intervals(flat: list[memoryview], origin_ns: int) -> np.ndarray:
+    # Recorders' intervals (flat int64 start_ns, end_ns, ...) as seconds from origin_ns, (n, 2),
+    # sorted by start.
+    out = (np.concatenate([np.asarray(f, dtype=np.int64) for f in flat]).reshape(-1, 2) - origin_ns) / 1e9
     return out[np.argsort(out[:, 0], kind="stable")]
