@@ -199,6 +199,6 @@ def test_table_names_every_figure():
     loader = DataLoader(ArrayDataset(np.arange(10.0)), batch_size=5, num_workers=1)
     list(loader)
     text = loader.stats.table()
-    for word in ("batches delivered", "workers (active)", "consumer waited", "fetching", "transforming", "collating",
+    for word in ("batches delivered", "worker threads", "consumer waited", "fetching", "transforming", "collating",
                  "in flight", "p50", "p99"):
         assert word in text

@@ -94,14 +94,20 @@ class LoaderStats:
         return self.fetch_s + self.transform_s + self.collate_s
 
     def table(self) -> str:
-        """The statistics as a small text table (what ``python -m dataloader bench`` prints)."""
+        """The statistics as a small text table (what ``python -m dataloader bench`` prints).
+
+        "builders" are the threads that built batches: the workers, and the thread calling
+        ``next()`` where it builds them (``num_workers=0``, inline ``"auto"``, native batches).
+        """
+        active = ("none active: next() builds the batches" if self.active_workers == 0
+                  else f"{self.active_workers} active")
         rows: list[tuple[str, str]] = [
             ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
-            ("workers (active)", f"{self.num_workers} ({self.active_workers}; 0: next() builds them)"),
+            ("worker threads", f"{self.num_workers} ({active})"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
-            ("workers fetching", _share(self.fetch_s, self.elapsed_s)),
-            ("workers transforming", _share(self.transform_s, self.elapsed_s)),
-            ("workers collating", _share(self.collate_s, self.elapsed_s)),
+            ("builders fetching", _share(self.fetch_s, self.elapsed_s)),
+            ("builders transforming", _share(self.transform_s, self.elapsed_s)),
+            ("builders collating", _share(self.collate_s, self.elapsed_s)),
             ("in flight min/mean/max", f"{self.in_flight_min:g} / {self.in_flight_mean:.2f} / {self.in_flight_max:g}"),
         ]
         if self.latency_s:
