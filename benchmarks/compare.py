@@ -5,22 +5,21 @@ items/s and ratios (docs/benchmarks.md holds the tables from both interpreters).
 Command lines, from the repository root after building in place with the same
 interpreter (``python setup.py build_ext --inplace -q``)::
 
-    PYTHONPATH=. /work/venvs/torch311/bin/python benchmarks/compare.py   # 3.11 + torch
-    PYTHONPATH=. /work/venvs/py313t/bin/python benchmarks/compare.py     # 3.13t, no torch
-    PYTHONPATH=. python benchmarks/compare.py --quick                    # ~CI-sized
+    PYTHONPATH=. python benchmarks/compare.py            # torch rows where torch imports
+    PYTHONPATH=. python benchmarks/compare.py --no-torch # ours and the plain loops only
+    PYTHONPATH=. python benchmarks/compare.py --quick    # ~CI-sized
 
 Workloads (``--rows`` / ``--items`` shrink them; ``--quick`` = 100,000 rows, 2,000 items):
 
 * W1, in-memory rows: 1,000,000 x 32 float64, batch 256, shuffled.  Baseline: the
-  plain NumPy loop ``x[perm[i:i + 256]]``.  Ours: ``DataLoader(ArrayDataset(x))`` with
-  0 and 2 workers.  torch: ``DataLoader`` over our ``ArrayDataset`` (torch calls its
+  plain NumPy loop ``x[perm[i:i + 256]]``.  Ours: ``DataLoader(ArrayDataset(x))``.  torch: ``DataLoader`` over our ``ArrayDataset`` (torch calls its
   ``__getitems__``; a ``collate_fn`` wraps the columns with ``torch.from_numpy``) and
   over ``TensorDataset`` (torch's per-row path and ``default_collate``), 0 and 2
   worker processes.
 * W2, the same rows (plus one label column: 264-byte rows) from a page-cached
   ``.ndf`` file.  Baseline: ``numpy.memmap`` fancy indexing.  Also a per-row
   ``os.pread`` loop in Python (timed on the first 200 batches only), ours over
-  ``NdfDataset`` with 0 and 2 workers, torch over ``NdfDataset`` with 0 and 2
+  ``NdfDataset``, torch over ``NdfDataset`` with 0 and 2
   worker processes.
 * W3, pure-Python items: ``__getitem__`` runs a ~30 µs Python loop (500 steps);
   20,000 items, batch 64.  Baseline: a plain loop ``[ds[i] for i in batch]`` +
@@ -36,7 +35,7 @@ Ours run with 0, 1, 2 and ``"auto"`` workers (``"auto"`` settles in the warm-up
 epoch).  The contenders of one workload are timed round-robin: one warm-up epoch
 each (which also starts torch's worker processes: ``persistent_workers=True``,
 fork start method), then 3 rounds of one epoch each; every figure is the median,
-from ONE run.  The last table gives every issue-12 figure as a ratio.  On a shared 2-core machine absolute figures move by +-20% with
+from ONE run.  The last table gives the worker figures as ratios.  On a shared 2-core machine absolute figures move by +-20% with
 other load; compare the ratios within a table.
 """
 
@@ -82,7 +81,9 @@ class Row:
 
 
 Contender = tuple[str, Callable[[], tuple[Callable[[], int], Callable[[], None]]], str]
-"""(method, make() -> (epoch, close), note): what ``interleaved`` times."""
+"""(method, make() -> (epoch, close), note): what ``interleaved`` times.  ``epoch`` may carry
+a ``note()`` attribute (``loader_contender``: the count "auto" settled on), read after the
+rounds and added to ``note``."""
 
 
 def interleaved(contenders: list[Contender], epochs: int) -> list[Row]:
@@ -100,12 +101,13 @@ def interleaved(contenders: list[Contender], epochs: int) -> list[Row]:
                 t0 = time.perf_counter()
                 epoch()
                 times[i].append(time.perf_counter() - t0)
+        notes = [getattr(epoch, "note", lambda: "")() for _, epoch, _, _ in made]  # before close()
     finally:
         for _, _, close, _ in made:
             close()
     out = []
-    for (method, _, _, note), n, ts in zip(made, items, times):
-        out.append(Row(method, n / statistics.median(ts), note))
+    for (method, _, _, note), n, ts, extra in zip(made, items, times, notes):
+        out.append(Row(method, n / statistics.median(ts), "; ".join(t for t in (note, extra) if t)))
         print(f"  {method}: {out[-1].items_per_s:,.0f} items/s", file=sys.stderr, flush=True)
     return out
 
@@ -117,12 +119,29 @@ def plain(epoch: Callable[[], int]) -> Callable[[], tuple[Callable[[], int], Cal
 def loader_contender(make: Callable[[], object]) -> Callable[[], tuple[Callable[[], int], Callable[[], None]]]:
     def start() -> tuple[Callable[[], int], Callable[[], None]]:
         loader = make()
-        return (lambda: drain(loader)), getattr(loader, "close", lambda: None)
+
+        class Epoch:
+            def __call__(self) -> int:
+                return drain(loader)
+
+            def note(self) -> str:
+                stats = getattr(loader, "stats", None)
+                if getattr(loader, "num_workers", None) != "auto" or stats is None:
+                    return ""
+                n = stats.active_workers
+                return "settled inline (0 workers)" if n == 0 else f"settled on {workers(n)}"
+
+        return Epoch(), getattr(loader, "close", lambda: None)
 
     return start
 
 
 WORKERS = (0, 1, 2, "auto")
+
+
+def workers(w: int | str) -> str:
+    """A row's worker setting: "1 worker", "2 workers", "auto workers"."""
+    return "1 worker" if w == 1 else f"{w} workers"
 
 
 def drain(loader: object) -> int:
@@ -171,15 +190,15 @@ def w1(rows: int, epochs: int, use_torch: bool) -> list[Row]:
     cs: list[Contender] = [("NumPy loop x[perm[i:i+256]]", plain(numpy_epoch), "baseline")]
     for w in WORKERS:
         make = lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0)  # noqa: E731
-        cs.append((f"dataloader ArrayDataset, {w} workers", loader_contender(make), ""))
+        cs.append((f"dataloader ArrayDataset, {workers(w)}", loader_contender(make), ""))
     if use_torch:
         tds = tud.TensorDataset(torch.from_numpy(x))
         for w in (0, 2):
             make = lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns)  # noqa: E731
-            cs.append((f"torch ArrayDataset (__getitems__), {w} workers", loader_contender(make), ""))
+            cs.append((f"torch ArrayDataset (__getitems__), {workers(w)}", loader_contender(make), ""))
         for w in (0, 2):
             make = lambda w=w: torch_loader(tds, BATCH_W12, w, True)  # noqa: E731
-            cs.append((f"torch TensorDataset, {w} workers", loader_contender(make), ""))
+            cs.append((f"torch TensorDataset, {workers(w)}", loader_contender(make), ""))
     return interleaved(cs, epochs)
 
 
@@ -228,11 +247,11 @@ def w2(rows: int, epochs: int, use_torch: bool) -> list[Row]:
         ds = NdfDataset(path)
         for w in WORKERS:
             make = lambda w=w: DataLoader(ds, batch_size=BATCH_W12, shuffle=True, num_workers=w, seed=0)  # noqa: E731
-            cs.append((f"dataloader NdfDataset, {w} workers", loader_contender(make), ""))
+            cs.append((f"dataloader NdfDataset, {workers(w)}", loader_contender(make), ""))
         if use_torch:
             for w in (0, 2):
                 make = lambda w=w: torch_loader(ds, BATCH_W12, w, True, torch_columns)  # noqa: E731
-                cs.append((f"torch NdfDataset (__getitems__), {w} workers", loader_contender(make), ""))
+                cs.append((f"torch NdfDataset (__getitems__), {workers(w)}", loader_contender(make), ""))
         try:
             out = interleaved(cs, epochs)
         finally:
@@ -272,11 +291,11 @@ def w3(items: int, epochs: int, use_torch: bool) -> list[Row]:
     cs: list[Contender] = [("plain loop [ds[i] for i in batch]", plain(plain_epoch), "baseline")]
     for w in WORKERS:
         make = lambda w=w: DataLoader(ds, batch_size=BATCH_W3, num_workers=w)  # noqa: E731
-        cs.append((f"dataloader, {w} workers", loader_contender(make), ""))
+        cs.append((f"dataloader, {workers(w)}", loader_contender(make), ""))
     if use_torch:
         for w in (0, 2):
             make = lambda w=w: torch_loader(ds, BATCH_W3, w, False)  # noqa: E731
-            cs.append((f"torch, {w} workers", loader_contender(make), ""))
+            cs.append((f"torch, {workers(w)}", loader_contender(make), ""))
     return interleaved(cs, epochs)
 
 
@@ -313,7 +332,7 @@ def w4(epochs: int) -> list[Row]:
             )
 
         for w in WORKERS:
-            cs.append((f"dataloader ImageFiles + transform + ImageCollator, {w} workers",
+            cs.append((f"dataloader ImageFiles + transform + ImageCollator, {workers(w)}",
                        loader_contender(lambda w=w: make(w)), ""))
         return interleaved(cs, epochs)
 
@@ -377,10 +396,10 @@ def table(title: str, rows: list[Row]) -> Iterator[str]:
         yield f"| {r.method} | {r.items_per_s:,.0f} | {r.items_per_s / base:.2f}x | {r.note} |"
 
 
-def issue12(results: dict[str, list[Row]]) -> Iterator[str]:
-    """Every issue-12 figure of this run as a ratio: per workload, each worker setting to the
+def worker_ratios(results: dict[str, list[Row]]) -> Iterator[str]:
+    """This run's worker figures as ratios: per workload, each worker setting to the
     baseline and to 0 workers, and "auto" to the best fixed count measured here (0, 1, 2)."""
-    yield "\n### Issue 12 figures (ratios from this run)\n"
+    yield "\n### Workers: ratios from this run (auto / best fixed: \"auto\" against the best of 0, 1, 2)\n"
     yield "| workload | vs baseline: 0 / 1 / 2 / auto workers | vs 0 workers: 1 / 2 / auto | auto / best fixed |"
     yield "|---|---|---|---:|"
     for key, rows in results.items():
@@ -420,9 +439,12 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     lines += list(machine())
+    probe = parallelism_probe()
     lines.append(
-        f"- available parallelism at start: 2 processes ran {parallelism_probe():.2f}x one "
+        f"- available parallelism at start: 2 processes ran {probe:.2f}x one "
         f"(2.00x = two idle cores); load average {os.getloadavg()[0]:.2f}"
+        + ("; under 1.5x: other load holds a core, so the worker figures show it more than the loader"
+           if probe < 1.5 else "")
     )
     lines.append(
         f"- command: `{' '.join(['python', *sys.argv])}`; "
@@ -457,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{title} ...", file=sys.stderr, flush=True)
             results[key] = run()
             lines += table(title, results[key])
-    lines += issue12(results)
+    lines += worker_ratios(results)
     print("\n".join(lines))
     return 0
 

@@ -38,15 +38,16 @@ def test_compare_prints_every_workload_table():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_compare_prints_auto_rows_and_the_issue12_ratios():
+def test_compare_prints_auto_rows_with_their_settled_count_and_the_worker_ratios():
     done = run_python(
         "benchmarks/compare.py", "--rows", "3000", "--items", "300", "--epochs", "1", "--only", "W1,W3",
         "--no-torch", timeout=280,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "dataloader ArrayDataset, auto workers" in out and "dataloader, 1 workers" in out
-    assert "### Issue 12 figures" in out
+    assert "dataloader ArrayDataset, auto workers" in out and "dataloader, 1 worker |" in out
+    assert len(re.findall(r"auto workers \| .* \| (settled inline \(0 workers\)|settled on \d workers?) \|$", out, re.M)) == 2
+    assert "### Workers: ratios from this run" in out
     ratios = re.findall(r"^\| (W\d) \| (.+?) \| (.+?) \| ([\d.]+)x \|$", out, re.M)
     assert [r[0] for r in ratios] == ["W1", "W3"]
     assert all(len(r[1].split(" / ")) == 4 and len(r[2].split(" / ")) == 3 for r in ratios)

@@ -109,7 +109,7 @@ def test_bench_prints_the_last_epochs_stats_table(path, capsys):
     out = capsys.readouterr().out
     assert "last epoch (DataLoader.stats, num_workers=2)" in out
     assert re.search(r"batches delivered\s+10 in", out)
-    for label in ("consumer waited", "workers fetching", "workers collating", "in flight min/mean/max"):
+    for label in ("consumer waited", "builders fetching", "builders collating", "in flight min/mean/max"):
         assert label in out
 
 

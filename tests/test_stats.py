@@ -153,8 +153,9 @@ def test_recorders_sum_stages_and_keep_ordered_intervals():
     rec.start()
     rec.failed()
     assert rec.batches == 4 and rec.fetch_ns >= 0 and rec.transform_ns >= 0 and rec.collate_ns >= 0
-    pairs = rec.intervals()
-    assert len(pairs) == 4 and all(0 <= s <= e <= now_ns() for s, e in pairs)
+    pairs = np.asarray(rec.intervals()).reshape(-1, 2)
+    assert pairs.shape == (4, 2) and pairs.dtype == np.int64
+    assert all(0 <= s <= e <= now_ns() for s, e in pairs.tolist())
     con = ConsumerRecorder(4)
     for flight in (3, 1, 2):
         con.begin()
@@ -198,6 +199,6 @@ def test_table_names_every_figure():
     loader = DataLoader(ArrayDataset(np.arange(10.0)), batch_size=5, num_workers=1)
     list(loader)
     text = loader.stats.table()
-    for word in ("batches delivered", "workers (active)", "consumer waited", "fetching", "transforming", "collating",
+    for word in ("batches delivered", "worker threads", "consumer waited", "fetching", "transforming", "collating",
                  "in flight", "p50", "p99"):
         assert word in text

@@ -172,10 +172,13 @@ class EpochPlan:
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         start_error: BaseException | None = None
         # num_workers="auto" may build batches on the consumer thread ("inline", autotune.py),
-        # not where that would skip what workers do: worker_init_fn, an AsyncDataset's event
-        # loop, a timeout (next() cannot time out a batch it builds itself).
+        # not where that would skip what workers do: worker_init_fn (but one that only sets up
+        # its thread, ``per_thread_only``: dataloader.torch's), an AsyncDataset's event loop, a
+        # timeout (next() cannot time out a batch it builds itself).
+        init = self.worker_init_fn
         inline = (self.tuner is not None and not self.iterable and self.async_loop is None
-                  and self.worker_init_fn is None and self.timeout_s == 0)
+                  and (init is None or getattr(init, "per_thread_only", False) is True)
+                  and self.timeout_s == 0)
         # The consumer builds native batches (_rowjobs) while the one it needs is not ready: the
         # extra recorder is its own, as for inline building.
         helps = self.num_workers > 0 and not self.iterable and self.async_loop is None

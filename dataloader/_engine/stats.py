@@ -94,14 +94,20 @@ class LoaderStats:
         return self.fetch_s + self.transform_s + self.collate_s
 
     def table(self) -> str:
-        """The statistics as a small text table (what ``python -m dataloader bench`` prints)."""
+        """The statistics as a small text table (what ``python -m dataloader bench`` prints).
+
+        "builders" are the threads that built batches: the workers, and the thread calling
+        ``next()`` where it builds them (``num_workers=0``, inline ``"auto"``, native batches).
+        """
+        active = ("none active: next() builds the batches" if self.active_workers == 0
+                  else f"{self.active_workers} active")
         rows: list[tuple[str, str]] = [
             ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
-            ("workers (active)", f"{self.num_workers} ({self.active_workers}; 0: next() builds them)"),
+            ("worker threads", f"{self.num_workers} ({active})"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
-            ("workers fetching", _share(self.fetch_s, self.elapsed_s)),
-            ("workers transforming", _share(self.transform_s, self.elapsed_s)),
-            ("workers collating", _share(self.collate_s, self.elapsed_s)),
+            ("builders fetching", _share(self.fetch_s, self.elapsed_s)),
+            ("builders transforming", _share(self.transform_s, self.elapsed_s)),
+            ("builders collating", _share(self.collate_s, self.elapsed_s)),
             ("in flight min/mean/max", f"{self.in_flight_min:g} / {self.in_flight_mean:.2f} / {self.in_flight_max:g}"),
         ]
         if self.latency_s:
@@ -144,7 +150,7 @@ class EpochStats:
         c = self.consumer
         delivered = c.count  # first: every batch delivered was built before
         fmin, fmax, fsum = c.flight
-        builds = _intervals([iv for r in self.workers for iv in r.intervals()], self.started)
+        builds = _intervals([r.intervals() for r in self.workers], self.started)
         latency: dict[int, float] = {}
         if len(builds):
             pct = np.percentile(builds[:, 1] - builds[:, 0], [50, 90, 99, 100])
@@ -165,11 +171,13 @@ class EpochStats:
             in_flight_mean=fsum / delivered if delivered else math.nan,
             in_flight_max=fmax if delivered else math.nan,
             latency_s=latency,
-            waits=_intervals(c.intervals(), self.started),
+            waits=_intervals([c.intervals()], self.started),
             builds=builds,
         )
 
 
-def _intervals(pairs: list[tuple[int, int]], origin_ns: int) -> np.ndarray:
-    out = (np.array(pairs, dtype=np.int64).reshape(-1, 2) - origin_ns) / 1e9
+def _intervals(flat: list[memoryview], origin_ns: int) -> np.ndarray:
+    # Recorders' intervals (flat int64 start_ns, end_ns, ...) as seconds from origin_ns, (n, 2),
+    # sorted by start.
+    out = (np.concatenate([np.asarray(f, dtype=np.int64) for f in flat]).reshape(-1, 2) - origin_ns) / 1e9
     return out[np.argsort(out[:, 0], kind="stable")]

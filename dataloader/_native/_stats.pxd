@@ -61,7 +61,7 @@ cdef class _Intervals:
     cdef Py_ssize_t _cap
 
     cdef bint _put(self, int64_t n, int64_t start, int64_t end) noexcept nogil
-    cdef list _read(self, int64_t n)
+    cdef object _read(self, int64_t n)
 
 
 cdef class Recorder:

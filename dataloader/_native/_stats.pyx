@@ -64,13 +64,17 @@ cdef class _Intervals:
         page[j + 1].store(end, memory_order_release)
         return True
 
-    cdef list _read(self, int64_t n):
-        # The valid pairs among the first min(n, capacity) slots (any thread).
-        cdef list out = []
-        cdef Py_ssize_t i, j
-        cdef int64_t s, e, e2
+    cdef object _read(self, int64_t n):
+        # The valid pairs of the last min(n, capacity) written (any thread), oldest first: a
+        # flat int64 memoryview start_ns, end_ns, start_ns, ... (one pass in C, no object per pair).
+        cdef Py_ssize_t count = min(n, self._cap)
+        cdef Py_ssize_t i, j, m = 0
+        cdef int64_t q, s, e, e2
         cdef atomic[int64_t]* page
-        for i in range(min(n, self._cap)):
+        cdef bytearray buf = bytearray(16 * count)
+        cdef int64_t* out = <int64_t*><char*>buf if count > 0 else NULL
+        for q in range(n - count, n):  # oldest first: one writer's pairs come out in order
+            i = q % self._cap
             page = dl_stats_dir_get(self._dir, i // PAGE)
             if page == NULL:
                 continue
@@ -79,8 +83,11 @@ cdef class _Intervals:
             s = page[j].load(memory_order_relaxed)
             e2 = page[j + 1].load(memory_order_acquire)
             if e >= s >= 0 and e == e2:
-                out.append((s, e))
-        return out
+                out[2 * m] = s
+                out[2 * m + 1] = e
+                m += 1
+        del buf[16 * m:]
+        return memoryview(buf).cast("q")
 
 
 cdef class Recorder:
@@ -154,7 +161,8 @@ cdef class Recorder:
         return self._collate_ns.load(memory_order_relaxed)
 
     def intervals(self):
-        """The kept ``(start_ns, end_ns)`` build intervals, in no particular order."""
+        """The kept build intervals, oldest first: a flat int64 memoryview
+        ``start_ns, end_ns, start_ns, end_ns, ...`` (``numpy.asarray(...).reshape(-1, 2)``)."""
         return self._ring._read(self._batches.load(memory_order_acquire))
 
 
@@ -217,5 +225,6 @@ cdef class ConsumerRecorder:
         return self._last_ns.load(memory_order_relaxed)
 
     def intervals(self):
-        """The kept ``(start_ns, end_ns)`` wait intervals, in no particular order."""
+        """The kept wait intervals, oldest first: a flat int64 memoryview
+        ``start_ns, end_ns, ...`` as ``Recorder.intervals``."""
         return self._ring._read(self._delivered.load(memory_order_acquire))

@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     print(line)
     stats = loader.stats
     assert stats is not None
-    print(f"last epoch (DataLoader.stats, num_workers={stats.num_workers}):")
+    print(f"last epoch (DataLoader.stats, num_workers={loader.num_workers!r}):")
     print(stats.table())
     if args.plot is not None:
         plot_timeline(stats, args.plot, f"{args.file}: epoch {stats.epoch + 1}, num_workers={stats.num_workers}")

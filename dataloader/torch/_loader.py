@@ -138,6 +138,12 @@ class _TorchWorkerInit:
             raise TypeError(f"worker_init_fn must be callable or None, got {type(fn).__name__}")
         self.fn = fn
 
+    @property
+    def per_thread_only(self) -> bool:
+        """True without a user function: only the worker thread's own set-up, which batches
+        built on the consumer thread need not run (``num_workers="auto"`` may build inline)."""
+        return self.fn is None
+
     def __call__(self, worker_id: int) -> None:
         import torch  # lazy: already imported by the caller; a module-level import would be the same
 

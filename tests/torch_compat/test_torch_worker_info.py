@@ -175,3 +175,28 @@ def test_concurrent_epochs_from_several_threads_restore_torch_at_the_end():
         t.join(30)
     assert not errors
     assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+
+
+def test_auto_builds_inline_unless_a_worker_init_fn_is_given():
+    # dataloader.torch gives every worker thread torch.set_num_threads(1) (a worker_init_fn of
+    # its own): that alone must not keep "auto" from building cheap batches inside next().
+    data = tud.TensorDataset(torch.arange(24.0))
+    seen = []
+
+    class Probe(tud.Dataset):
+        def __len__(self):
+            return len(data)
+
+        def __getitem__(self, i):
+            seen.append(tud.get_worker_info())
+            return data[i]
+
+    loader = dt.DataLoader(Probe(), batch_size=8, num_workers="auto")
+    assert [b[0].tolist() for b in loader] == [b[0].tolist() for b in dt.DataLoader(data, batch_size=8)]
+    assert seen[0] is None and loader.stats.active_workers == 0  # 3 batches: settled inline
+    loader.close()
+    with_init = dt.DataLoader(Probe(), batch_size=8, num_workers="auto", worker_init_fn=lambda w: None)
+    seen.clear()
+    list(with_init)
+    assert seen[0] is not None and with_init.stats.active_workers >= 1
+    with_init.close()
