@@ -88,6 +88,7 @@ cdef class Window(WindowCore):
             if owner != ANY_OWNER:
                 raise ValueError(f"{owner=}: an untagged window takes batches for any worker (-1)")
             self._published.store(p + 1, memory_order_release)
+            dl_fence()  # the counter before the flag (a sleeping worker: the flag, then the counter)
             # Wake a sleeping worker only once half the window is claimable: a worker that
             # outpaces the consumer then refills several slots per wake-up instead of paying
             # a wake-up per batch.  The consumer wakes workers itself before it sleeps
@@ -102,6 +103,7 @@ cdef class Window(WindowCore):
             raise ValueError(f"{owner=} must be in [0, {self._owners}) in a tagged window")
         self._slot_owner[p % self._size].store(owner_tag(p, owner), memory_order_relaxed)
         self._published.store(p + 1, memory_order_release)
+        dl_fence()  # the counter before the flag (a sleeping worker: the flag, then the counter)
         if self._owner_waiting[owner].load() != 0:
             # Without releasing the GIL (3.11: a GIL hand-off per batch would cost more than
             # the wake-up): the mutex is only ever held briefly, by threads that do not

@@ -31,7 +31,11 @@
 # mutex and two condition variables are used only to sleep: a worker when nothing
 # is claimable, the consumer when its batch is not ready.  Each side announces
 # that it sleeps with an atomic flag, so the other side pays for a notification
-# only when someone waits.  Waits run without the GIL in slices, so the consumer
+# only when someone waits.  That is a store-then-load on each side (the sleeper sets
+# its flag, then re-checks the counter; the other stores the counter, then reads the
+# flag): both put a sequentially consistent fence (``dl_fence``) between the two, or
+# each could read the other's old value (x86 lets a load pass an earlier store) and
+# the sleeper would miss its wake-up until its slice ends.  Waits run without the GIL in slices, so the consumer
 # can run Python's signal handlers (Ctrl-C) and honour a timeout.
 #
 # The Python objects (tasks and results) live in lists owned by the caller, indexed
@@ -67,6 +71,8 @@ cdef extern from * nogil:
         return p;
     }
     static inline void dl_ints_free(std::atomic<int>* p) { delete[] p; }
+    /* A store before it is visible to every thread before any load after it (Dekker). */
+    static inline void dl_fence(void) { std::atomic_thread_fence(std::memory_order_seq_cst); }
     static inline std::condition_variable* dl_conds_new(Py_ssize_t n) {
         return new (std::nothrow) std::condition_variable[n];
     }
@@ -109,6 +115,7 @@ cdef extern from * nogil:
     void dl_conds_free(dl_cond* p)
     void dl_cond_wait_us(dl_cond& cv, dl_mutex& m, int64_t us)
     void dl_yield()
+    void dl_fence()
     int dl_hardware_cpus()
     int64_t dl_now_us()
 

@@ -106,6 +106,7 @@ cdef class WindowCore:
             self._waiting_workers.fetch_add(1)
         else:
             self._owner_waiting[w].store(1)
+        dl_fence()  # the flag before the re-check below (publish: the counter, then the flag)
         while True:
             state = self._state.load()
             if state == STATE_CANCELLED:
@@ -129,6 +130,7 @@ cdef class WindowCore:
     cdef void _complete(self, int64_t k) noexcept nogil:
         self._completed.fetch_add(1, memory_order_relaxed)
         self._slots[k % self._size].store(k, memory_order_release)
+        dl_fence()  # the result before the flag (_wait_ready: the flag, then the result)
         if self._consumer_waiting.load() != 0:
             self._mutex.lock()
             self._result_ready.notify_all()
@@ -205,6 +207,7 @@ cdef class WindowCore:
         cdef int64_t left
         self._mutex.lock()
         self._consumer_waiting.store(1)
+        dl_fence()  # the flag before the re-check below (_complete: the result, then the flag)
         self._wake_workers_if_claimable()
         while True:
             r = self._ready(k)
