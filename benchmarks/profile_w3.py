@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     cases: dict[str, Run] = {"sequential loop": sequential(ds), "2 bare threads, no loader": bare_threads(ds, 2)}
     closers = []
     for w in (0, 1, 2):
-        cases[f"loader, {w} workers"], close = loader(ds, w)
+        cases[f"loader, {w} worker{'s' if w != 1 else ''}"], close = loader(ds, w)
         closers.append(close)
     try:
         for run in cases.values():
