@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 
@@ -202,3 +203,12 @@ def test_table_names_every_figure():
     for word in ("batches delivered", "worker threads", "consumer waited", "fetching", "transforming", "collating",
                  "in flight", "p50", "p99"):
         assert word in text
+
+
+def test_table_gives_durations_under_a_second_in_ms_or_us():
+    # A tiny file's epoch lasts well under a millisecond: "0.000 s" said nothing.
+    loader = DataLoader(ArrayDataset(np.arange(10.0)), batch_size=5, num_workers=0)
+    list(loader)
+    text = loader.stats.table()
+    assert re.search(r"batches delivered\s+2 in \d+(\.\d+)? (us|ms)\n", text), text
+    assert re.search(r"consumer waited\s+\d+(\.\d+)? (us|ms) \(\d+% of wall\)", text), text

@@ -102,7 +102,7 @@ class LoaderStats:
         active = ("none active: next() builds the batches" if self.active_workers == 0
                   else f"{self.active_workers} active")
         rows: list[tuple[str, str]] = [
-            ("batches delivered", f"{self.batches:,} in {self.elapsed_s:.3f} s"),
+            ("batches delivered", f"{self.batches:,} in {_duration(self.elapsed_s)}"),
             ("worker threads", f"{self.num_workers} ({active})"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
             ("builders fetching", _share(self.fetch_s, self.elapsed_s)),
@@ -119,7 +119,19 @@ class LoaderStats:
 
 def _share(seconds: float, elapsed: float) -> str:
     pct = 100.0 * seconds / elapsed if elapsed > 0 else 0.0
-    return f"{seconds:.3f} s ({pct:.0f}% of wall)"
+    return f"{_duration(seconds)} ({pct:.0f}% of wall)"
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` with a unit that keeps three significant digits: 1.234 s, 12.3 ms, 412 us.
+
+    A tiny file's epoch lasts well under a millisecond: in seconds it read "0.000 s".
+    """
+    if seconds >= 1.0 or seconds == 0.0:
+        return f"{seconds:.3f} s"
+    value, unit = (seconds * 1e3, "ms") if seconds >= 1e-3 else (seconds * 1e6, "us")
+    digits = 0 if value >= 100 else 1 if value >= 10 else 2
+    return f"{value:.{digits}f} {unit}"
 
 
 class EpochStats:

@@ -56,7 +56,9 @@ def plot_timeline(stats: LoaderStats, path: str, title: str, bins: int = 200) ->
     edges = np.linspace(0.0, end, bins + 1)
     mid = (edges[:-1] + edges[1:]) / 2 * 1e3
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    ax.plot(mid, occupancy(stats.builds, edges), label=f"workers busy (of {max(stats.num_workers, 1)})")
+    # builds are the workers' and those of the thread in next() (num_workers=0, inline "auto",
+    # native batches it builds while waiting): "workers busy" misnamed an inline epoch's.
+    ax.plot(mid, occupancy(stats.builds, edges), label="threads building batches")
     ax.plot(mid, occupancy(stats.waits, edges), label="consumer waiting")
     ax.set_xlabel("ms since the epoch started")
     ax.set_ylabel("threads")

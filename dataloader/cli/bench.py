@@ -213,6 +213,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"last epoch (DataLoader.stats, num_workers={loader.num_workers!r}):")
     print(stats.table())
     if args.plot is not None:
-        plot_timeline(stats, args.plot, f"{args.file}: epoch {stats.epoch + 1}, num_workers={stats.num_workers}")
+        title = f"{args.file}: epoch {stats.epoch + 1}, num_workers={loader.num_workers!r}"
+        if loader.num_workers == "auto":
+            title += f" ({stats.active_workers} active)"
+        plot_timeline(stats, args.plot, title)
         print(f"timeline written to {args.plot}")
     return 0
