@@ -63,3 +63,17 @@ def test_scaling_prints_one_row_per_worker_count():
     assert done.returncode == 0, done.stderr
     labels = re.findall(r"^\| (\d+|auto \(settled on \d+ of \d+\)) \| [\d,]+ \|", done.stdout, re.M)
     assert [label.split()[0] for label in labels] == ["0", "1", "2", "3", "auto"] * 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_thread_penalty_prints_one_row_per_kind_of_work():
+    done = run_python("benchmarks/thread_penalty.py", "--rounds", "1", timeout=280)
+    assert done.returncode == 0, done.stderr
+    rows = re.findall(r"^\| ([^|]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \|$", done.stdout, re.M)
+    assert [r[0] for r in rows] == [
+        "W3 item (allocates ints)", "W3 loop, small ints", "sha256 of 64 KiB (C)", "zlib level 6 of 64 KiB (C)",
+    ]
+    for _, one, two, ratio, _wall in rows:
+        assert float(one) > 0 and float(two) > 0
+        assert float(ratio) == pytest.approx(float(two) / float(one), abs=0.002)
