@@ -67,3 +67,16 @@ cdef int gather_mapped_guarded(
 # Install the process-wide SIGBUS handler of the guard (idempotent; see _bus_guard.h).
 # Returns 0 or an errno.
 cdef int install_bus_guard() noexcept nogil
+
+# Whether a NumPy array's memory maps a file (a numpy.memmap, or an ndarray over an
+# mmap.mmap): its gathers run guarded (needs the GIL: it reads the array's base chain).
+cdef bint mapped_array(object a) noexcept
+# The OSError (EIO, naming the file where known) of a guarded gather from ``a`` that faulted.
+cdef object mapped_fault(object a)
+# install_bus_guard(), raising OSError when it fails.
+cdef int guard_mapped_arrays() except -1
+# Gather rows ``idx`` of an array (n rows of row_bytes at ``data``) into ``dst``: 0,
+# GATHER_BAD_INDEX (position in *bad; nothing copied) or, with ``guarded`` (a mapped_array,
+# after guard_mapped_arrays), GATHER_FAULT.
+cdef int checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes, const int64_t* idx,
+                        Py_ssize_t count, char* dst, bint guarded, Py_ssize_t* bad) noexcept nogil

@@ -23,18 +23,25 @@ picks one), and the same in-memory kernel for NumPy arrays (``take_rows``, which
   bounce buffer and split (a preadv with 2 iovecs per row was measured ~2x
   slower for runs).  Detects every truncation (``GATHER_EOF``).
 
-``take_rows`` keeps no state: concurrent calls are safe as long as their outputs
-differ.  A source array written by another thread while it is read gives torn
+``take_rows`` of an array whose memory maps a file (a ``numpy.memmap``, an array over an
+``mmap.mmap``: ``mapped_array``) runs under the same SIGBUS guard: a file truncated while
+mapped fails the gather with ``OSError`` naming it (``mapped_fault``), where NumPy's own
+indexing ends the process.  ``take_rows`` keeps no state: concurrent calls are safe as long
+as their outputs differ.  A source array written by another thread while it is read gives torn
 rows (as NumPy would), never an access outside it: each index is checked as it is
 loaded.
 """
 
 cimport numpy as cnp
-from libc.errno cimport EINTR, ENOMEM, errno
+from cpython.object cimport PyObject
+from libc.errno cimport EINTR, EIO, ENOMEM, errno
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 from posix.uio cimport iovec, preadv
+
+import mmap
+import os
 
 import numpy as np
 
@@ -282,6 +289,7 @@ cdef int install_bus_guard() noexcept nogil:
 
 
 cdef object _memmap = np.memmap
+cdef object _mmap = mmap.mmap
 
 
 cdef bint plain_array(object a) noexcept:
@@ -302,6 +310,45 @@ cdef str array_summary(object a):
         return f"a {type(a).__name__}, not a NumPy array"
     return (f"{type(a).__name__} of shape {(<object>a).shape}, dtype={(<object>a).dtype}, "
             f"C-contiguous={bool(cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))}")
+
+
+cdef bint mapped_array(object a) noexcept:
+    """Whether ``a``'s memory maps a file: a ``numpy.memmap``, or an ndarray whose base chain
+    ends in an ``mmap.mmap`` (directly or through a ``memoryview``).  A few pointer reads for
+    an array of its own memory (no base): cheap enough for every batch."""
+    cdef object obj = a
+    cdef PyObject* base
+    while cnp.PyArray_Check(obj):
+        if type(obj) is _memmap:
+            return True
+        base = cnp.PyArray_BASE(<cnp.ndarray>obj)
+        if base == NULL:
+            return False
+        obj = <object>base
+    if type(obj) is memoryview:
+        obj = (<memoryview>obj).obj
+    return isinstance(obj, _mmap)
+
+
+cdef object mapped_fault(object a):
+    """The ``OSError`` of a gather from ``a`` (a ``mapped_array``) that faulted: its file
+    is shorter than the array (truncated while mapped), named where ``a`` knows it."""
+    cdef object obj = a
+    name = None
+    while cnp.PyArray_Check(obj) and name is None:
+        name = getattr(obj, "filename", None) if type(obj) is _memmap else None
+        obj = obj.base
+    message = ("the array's memory-mapped file is shorter than the array (truncated while "
+               f"mapped?); rows past its end cannot be read ({array_summary(a)})")
+    return OSError(EIO, message) if name is None else OSError(EIO, message, os.fspath(name))
+
+
+cdef int guard_mapped_arrays() except -1:
+    """Install the SIGBUS guard (idempotent) before a gather from a ``mapped_array``."""
+    cdef int code = install_bus_guard()
+    if code != 0:
+        raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}")
+    return 0
 
 
 def can_take(object source):
@@ -326,6 +373,9 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
 
     Raises:
         IndexError: an index outside ``[-n, n)``, named (nothing is copied).
+        OSError: ``source`` maps a file (a ``numpy.memmap``, an array over an
+            ``mmap.mmap``) truncated while mapped, and a row lies past its new end
+            (EIO, naming the file where known; rows before it are copied).
         ValueError: ``out`` has the wrong shape or dtype, is not C-contiguous or
             writeable, or overlaps ``source`` (named); ``source`` is not
             C-contiguous or holds objects.
@@ -375,30 +425,37 @@ cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     cdef const char* data = <const char*>cnp.PyArray_DATA(source)
     cdef Py_ssize_t row_bytes = cnp.PyArray_NBYTES(source) // n if n > 0 else 0
     cdef Py_ssize_t bad
+    cdef int status
+    cdef bint guarded = mapped_array(source)
     cdef cnp.ndarray wrapped
+    if guarded:
+        guard_mapped_arrays()
     with nogil:
-        bad = _checked_gather(data, n, row_bytes, <const int64_t*>cnp.PyArray_DATA(indices),
-                              count, dst)
-    if bad >= 0:
+        status = checked_gather(data, n, row_bytes, <const int64_t*>cnp.PyArray_DATA(indices),
+                                count, dst, guarded, &bad)
+    if status == GATHER_BAD_INDEX:
         # Some index is negative or too large: count negatives from the end, as
         # NumPy does, and gather from the wrapped copy (or name the bad index).
         wrapped = <cnp.ndarray>np.where(indices < 0, indices + n, indices)
         with nogil:
-            bad = _checked_gather(data, n, row_bytes,
-                                  <const int64_t*>cnp.PyArray_DATA(wrapped), count, dst)
-        if bad >= 0:
+            status = checked_gather(data, n, row_bytes, <const int64_t*>cnp.PyArray_DATA(wrapped),
+                                    count, dst, guarded, &bad)
+        if status == GATHER_BAD_INDEX:
             raise IndexError(f"index {indices[bad]} is out of bounds for axis 0 with size {n}")
+    if status == GATHER_FAULT:
+        raise mapped_fault(source)
     return out
 
 
-cdef Py_ssize_t _checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes,
-                                const int64_t* idx, Py_ssize_t count, char* dst) noexcept nogil:
-    """Gather when every index is in [0, n): -1, else the position of a bad one."""
-    cdef Py_ssize_t bad = first_bad_index(idx, count, n)
-    if bad < 0 and gather_mapped(data, n, row_bytes, idx, count, dst, row_bytes,
-                                 NULL, 0, &bad) == 0:
-        return -1
-    return bad
+cdef int checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes, const int64_t* idx,
+                        Py_ssize_t count, char* dst, bint guarded, Py_ssize_t* bad) noexcept nogil:
+    bad[0] = first_bad_index(idx, count, n)
+    if bad[0] >= 0:
+        return GATHER_BAD_INDEX
+    if guarded:
+        return gather_mapped_guarded(data, <size_t>n * <size_t>row_bytes, data, n, row_bytes, idx, count,
+                                     dst, row_bytes, NULL, 0, bad)
+    return gather_mapped(data, n, row_bytes, idx, count, dst, row_bytes, NULL, 0, bad)
 
 
 cdef int _check_out(cnp.ndarray source, object out, tuple shape) except -1:

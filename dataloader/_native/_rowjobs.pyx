@@ -19,8 +19,10 @@ such job per slot of an epoch's claim window (``_ring.Window``):
 - the consumer (``help``), instead of sleeping while the batch it needs next is not
   ready, claims the next unclaimed batch itself when it is native and builds it.
 
-A ``Reader`` gather can fail (the file was closed or truncated): the job keeps the status
-and ``error`` gives the exception the general path would have raised, for that batch.
+A ``Reader`` gather can fail (the file was closed or truncated), and so can a gather from
+an array whose memory maps a file that was truncated (``_rowcopy.mapped_array``: those run
+under the SIGBUS guard): the job keeps the status and ``error`` gives the exception the
+general path would have raised, for that batch.
 
 Lifetime: a slot's job is written by the consumer only after the batch in that slot was
 taken (``release`` needs its ``complete``), and read by a worker only after it claimed
@@ -38,7 +40,10 @@ from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
-from dataloader._native._rowcopy cimport array_summary, first_bad_index, gather_mapped, plain_array
+from dataloader._native._rowcopy cimport (
+    GATHER_FAULT, array_summary, checked_gather, first_bad_index, guard_mapped_arrays, mapped_array, mapped_fault,
+    plain_array,
+)
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
@@ -57,6 +62,7 @@ cdef struct Column:
     int64_t n
     Py_ssize_t row_bytes
     char* dst
+    bint guarded  # src maps a file (_rowcopy.mapped_array): gathered under the SIGBUS guard
 
 
 def can_run(object sources):
@@ -95,8 +101,10 @@ cdef class RowJobs:
     cdef Py_ssize_t* _count   # per slot: rows of the batch
     cdef char* _native        # per slot: 1 while it holds a job (written before publish)
     cdef list _outs           # per slot: the output columns (kept alive for the worker)
-    cdef int* _status         # per slot (Reader): the gather's status, 0 when it succeeded
-    cdef Py_ssize_t* _bad     # per slot (Reader): the bad index's position, for GATHER_BAD_INDEX
+    cdef int* _status         # per slot: the gather's status, 0 when it succeeded
+    cdef Py_ssize_t* _bad     # per slot: (Reader) the bad index's position, for GATHER_BAD_INDEX;
+                              # (arrays) the column whose gather faulted, for GATHER_FAULT
+    cdef char* _guarded       # per column (arrays): 1 where it maps a file (_rowcopy.mapped_array)
     cdef Reader _reader       # the Reader, or None: the columns are _sources
     cdef const feistel_t** _perm  # per slot: the permutation its indices come from, or NULL
     cdef int64_t* _pstart     # per slot: the first position in _perm[slot]
@@ -127,6 +135,13 @@ cdef class RowJobs:
             self._sources = sources
             self._shapes = tuple([((<object>a).shape[1:], (<object>a).dtype) for a in sources])
         self._ncols = len(self._shapes)
+        self._guarded = <char*>malloc(self._ncols)
+        if self._guarded == NULL:
+            raise MemoryError(f"cannot allocate row-gather jobs for {self._ncols} columns")
+        for s in range(self._ncols):
+            self._guarded[s] = self._reader is None and mapped_array(self._sources[s])
+            if self._guarded[s]:
+                guard_mapped_arrays()
         self._outs = [None] * size
         self._cols = <Column*>malloc(size * self._ncols * sizeof(Column))
         self._idx = <int64_t**>malloc(size * sizeof(int64_t*))
@@ -166,6 +181,7 @@ cdef class RowJobs:
         free(self._bad)
         free(<void*>self._perm)
         free(self._pstart)
+        free(self._guarded)
 
     @property
     def size(self):
@@ -251,6 +267,7 @@ cdef class RowJobs:
             col.n = self._n
             col.row_bytes = cnp.PyArray_NBYTES(out) // count
             col.dst = <char*>cnp.PyArray_DATA(out)
+            col.guarded = self._reader is None and self._guarded[c]
             outs.append(out)
         self._count[slot] = count
         self._status[slot] = 0
@@ -260,13 +277,16 @@ cdef class RowJobs:
 
     def error(self, Py_ssize_t slot):
         """The exception of slot ``slot``'s job once it has run (a ``Reader`` gather that
-        failed: the file was closed, truncated, or a read failed), or None."""
+        failed: the file was closed, truncated, or a read failed; a gather from an array
+        whose mapped file was truncated: ``_rowcopy.take_rows``'s ``OSError``), or None."""
         cdef int status
         if slot < 0 or slot >= self._size:
             raise IndexError(f"slot {slot} is outside [0, {self._size})")
         status = self._status[slot]
-        if status == 0 or self._reader is None:
+        if status == 0:
             return None
+        if self._reader is None:  # an array column's gather faulted: _bad[slot] is the column
+            return mapped_fault(self._sources[self._bad[slot]])
         bad = self._idx[slot][self._bad[slot]] if self._bad[slot] >= 0 else -1
         return self._reader.error(status, bad)
 
@@ -294,9 +314,13 @@ cdef class RowJobs:
             return
         for c in range(self._ncols):
             col = &self._cols[slot * self._ncols + c]
-            # The indices are our own copy, checked against n by prepare: this cannot fail.
-            gather_mapped(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
-                          col.dst, col.row_bytes, NULL, 0, &bad)
+            # The indices are our own copy, checked against n by prepare: only a guarded
+            # column can fail (its file was truncated while mapped).
+            if checked_gather(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
+                              col.dst, col.guarded, &bad) != 0:
+                self._status[slot] = GATHER_FAULT
+                self._bad[slot] = c
+                break
         rec.record_fetch(t0, dl_stats_now_ns())
 
     cdef int _check(self, WindowCore window) except -1:
