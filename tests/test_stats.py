@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from _support import RecordingDataset
+from _support import RecordingDataset, run_python
 from dataloader import DataLoader, IterableDataset, LoaderStats
 from dataloader._engine import stats as stats_mod
 from dataloader._native._stats import PAGE_INTERVALS, ConsumerRecorder, Recorder, now_ns
@@ -212,3 +212,28 @@ def test_table_gives_durations_under_a_second_in_ms_or_us():
     text = loader.stats.table()
     assert re.search(r"batches delivered\s+2 in \d+(\.\d+)? (us|ms)\n", text), text
     assert re.search(r"consumer waited\s+\d+(\.\d+)? (us|ms) \(\d+% of wall\)", text), text
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 1001])
+def test_percentiles_equal_numpy_linear_percentiles(n):
+    values = np.random.default_rng(n).exponential(1e-4, n)
+    got = stats_mod.percentiles(values, (0, 50, 90, 99, 100))
+    want = np.percentile(values, [0, 50, 90, 99, 100])
+    assert list(got) == [0, 50, 90, 99, 100]
+    assert np.allclose(list(got.values()), want, rtol=1e-12, atol=0)
+
+
+def test_first_stats_read_does_not_import_numpy_ma():
+    # numpy.percentile's first call imports numpy.ma (15-30 ms): the first read of loader.stats
+    # cost 50-100x a later one.
+    code = (
+        "import sys, numpy as np\n"
+        "from dataloader import ArrayDataset, DataLoader\n"
+        "loader = DataLoader(ArrayDataset(np.zeros((100, 2))), batch_size=10)\n"
+        "list(loader)\n"
+        "assert loader.stats.latency_s\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    done = run_python("-c", code, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -22,7 +22,7 @@ import numpy as np
 from dataloader._engine.autotune import EpochTune
 from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
 
-__all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats"]
+__all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats", "percentiles"]
 
 # Batches per thread kept for the percentiles and the timeline (rounded up to whole pages of
 # 1024): 16 bytes each, 512 KiB per thread at most, an epoch of 8 M rows at batch 256.
@@ -127,7 +127,9 @@ def _duration(seconds: float) -> str:
 
     A tiny file's epoch lasts well under a millisecond: in seconds it read "0.000 s".
     """
-    if seconds >= 1.0 or seconds == 0.0:
+    if seconds == 0.0:
+        return "0 s"
+    if seconds >= 1.0:
         return f"{seconds:.3f} s"
     value, unit = (seconds * 1e3, "ms") if seconds >= 1e-3 else (seconds * 1e6, "us")
     digits = 0 if value >= 100 else 1 if value >= 10 else 2
@@ -165,8 +167,7 @@ class EpochStats:
         builds = _intervals([r.intervals() for r in self.workers], self.started)
         latency: dict[int, float] = {}
         if len(builds):
-            pct = np.percentile(builds[:, 1] - builds[:, 0], [50, 90, 99, 100])
-            latency = {p: float(v) for p, v in zip((50, 90, 99, 100), pct)}
+            latency = percentiles(builds[:, 1] - builds[:, 0], (50, 90, 99, 100))
         last = c.last_ns
         return LoaderStats(
             epoch=self.epoch,
@@ -186,6 +187,24 @@ class EpochStats:
             waits=_intervals([c.intervals()], self.started),
             builds=builds,
         )
+
+
+def percentiles(values: np.ndarray, ps: tuple[int, ...]) -> dict[int, float]:
+    """``{p: numpy.percentile(values, p)}`` for each ``p`` of ``ps`` (0-100), linear method.
+
+    Computed here from one sort: ``numpy.percentile``'s first call in a process imports
+    ``numpy.ma`` (15-30 ms), which made the first read of ``loader.stats`` 50-100x a later one.
+    ``values``: a non-empty 1-D float array.
+    """
+    ordered = np.sort(values)
+    last = len(ordered) - 1
+    out = {}
+    for p in ps:
+        pos = p / 100 * last
+        lo = int(pos)
+        hi = min(lo + 1, last)
+        out[p] = float(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo))
+    return out
 
 
 def _intervals(flat: list[memoryview], origin_ns: int) -> np.ndarray:
