@@ -105,7 +105,8 @@ def test_bench_bad_files(tmp_path, capsys):
 
 @pytest.mark.timeout(60)
 def test_bench_prints_the_last_epochs_stats_table(path, capsys):
-    assert main(["bench", str(path), "--epochs", "2", "--batch-size", "100", "--no-baseline"]) == 0
+    args = ["bench", str(path), "--epochs", "2", "--batch-size", "100", "--no-baseline", "--num-workers", "2"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert "last epoch (DataLoader.stats, num_workers=2)" in out
     assert re.search(r"batches delivered\s+10 in", out)
@@ -136,3 +137,12 @@ def test_occupancy_sums_interval_overlap_per_bin():
     iv = np.array([[0.5, 1.5], [0.0, 3.0], [2.9, 2.9]])
     np.testing.assert_allclose(occupancy(iv, edges), [1.5, 1.5, 1.0])
     np.testing.assert_array_equal(occupancy(np.zeros((0, 2)), edges), [0.0, 0.0, 0.0])
+
+
+@pytest.mark.timeout(60)
+def test_bench_lets_the_loader_pick_its_workers_and_flags_epochs_too_short_to_time(path, capsys):
+    # The file's epochs take a few ms at most (SHORT_EPOCH_S is 50 ms).
+    assert main(["bench", str(path), "--epochs", "2", "--batch-size", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "num_workers=auto" in out and "last epoch (DataLoader.stats, num_workers='auto')" in out
+    assert re.search(r"^note: an epoch took [\d.]+ (us|ms): too short to time reliably", out, re.M), out

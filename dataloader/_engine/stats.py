@@ -22,7 +22,7 @@ import numpy as np
 from dataloader._engine.autotune import EpochTune
 from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
 
-__all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats", "percentiles"]
+__all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats", "format_duration", "percentiles", "workers_text"]
 
 # Batches per thread kept for the percentiles and the timeline (rounded up to whole pages of
 # 1024): 16 bytes each, 512 KiB per thread at most, an epoch of 8 M rows at batch 256.
@@ -99,11 +99,9 @@ class LoaderStats:
         "builders" are the threads that built batches: the workers, and the thread calling
         ``next()`` where it builds them (``num_workers=0``, inline ``"auto"``, native batches).
         """
-        active = ("none active: next() builds the batches" if self.active_workers == 0
-                  else f"{self.active_workers} active")
         rows: list[tuple[str, str]] = [
-            ("batches delivered", f"{self.batches:,} in {_duration(self.elapsed_s)}"),
-            ("worker threads", f"{self.num_workers} ({active})"),
+            ("batches delivered", f"{self.batches:,} in {format_duration(self.elapsed_s)}"),
+            ("worker threads", f"{self.num_workers} ({workers_text(self)})"),
             ("consumer waited", _share(self.wait_s, self.elapsed_s)),
             ("builders fetching", _share(self.fetch_s, self.elapsed_s)),
             ("builders transforming", _share(self.transform_s, self.elapsed_s)),
@@ -119,10 +117,18 @@ class LoaderStats:
 
 def _share(seconds: float, elapsed: float) -> str:
     pct = 100.0 * seconds / elapsed if elapsed > 0 else 0.0
-    return f"{_duration(seconds)} ({pct:.0f}% of wall)"
+    return f"{format_duration(seconds)} ({pct:.0f}% of wall)"
 
 
-def _duration(seconds: float) -> str:
+def workers_text(stats: LoaderStats) -> str:
+    """Which threads built ``stats``'s batches: "2 active", or "none active: next() builds the
+    batches" (``num_workers="auto"`` settled inline, or ``num_workers=0``)."""
+    if stats.active_workers == 0:
+        return "none active: next() builds the batches"
+    return f"{stats.active_workers} active"
+
+
+def format_duration(seconds: float) -> str:
     """``seconds`` with a unit that keeps three significant digits: 1.234 s, 12.3 ms, 412 us.
 
     A tiny file's epoch lasts well under a millisecond: in seconds it read "0.000 s".

@@ -1,9 +1,10 @@
-"""``bench --plot FILE.png``: a timeline of consumer wait against worker busy.
+"""``bench --plot FILE.png``: a timeline of the consumer's waits and the threads building batches.
 
 The epoch's recorded intervals (``LoaderStats.waits`` and ``.builds``) are cut
 into ``bins`` equal slices of the epoch; per slice the plot shows the fraction
-of the slice the consumer spent waiting (0..1) and the workers spent building
-(0..num_workers, summed over workers).  matplotlib is imported only here, on use
+of the slice the consumer spent waiting (0..1) and the threads spent building
+(summed over the threads: 0..num_workers, plus the thread in ``next()`` where it
+builds batches itself), so a value is a mean number of threads over the slice.  matplotlib is imported only here, on use
 (the optional ``plot`` extra), with its non-interactive ``Agg`` backend.
 """
 
@@ -58,12 +59,15 @@ def plot_timeline(stats: LoaderStats, path: str, title: str, bins: int = 200) ->
     fig, ax = plt.subplots(figsize=(9, 3.5))
     # builds are the workers' and those of the thread in next() (num_workers=0, inline "auto",
     # native batches it builds while waiting): "workers busy" misnamed an inline epoch's.
-    ax.plot(mid, occupancy(stats.builds, edges), label="threads building batches")
-    ax.plot(mid, occupancy(stats.waits, edges), label="consumer waiting")
-    ax.set_xlabel("ms since the epoch started")
-    ax.set_ylabel("threads")
+    building, waiting = occupancy(stats.builds, edges), occupancy(stats.waits, edges)
+    ax.plot(mid, building, label="threads building batches", linewidth=2)
+    # dashed and thinner: inline, the consumer waits while it builds, and the curves coincide
+    ax.plot(mid, waiting, label="consumer waiting", linestyle="--", linewidth=1.5)
+    ax.set_xlabel("ms since iter() started the epoch")
+    ax.set_ylabel("threads (mean over a slice)")
+    ax.set_ylim(0.0, max(1.0, float(building.max()), float(waiting.max())) * 1.3)  # room for the legend
     ax.set_title(title)
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper center", ncol=2, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
