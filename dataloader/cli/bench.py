@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     row_bytes = (d + l) * 8
     print(
-        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)}), "
+        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)} of rows), "
         f"access={file.access}"
     )
     print(
