@@ -232,7 +232,8 @@ class DataLoader(Generic[T_co]):
         self._lock = threading.Lock()
         self._epoch = 0
         self._pools = SharedPool(self._plan, self)
-        self._current: weakref.ref[Epoch] | None = None  # the open epoch on the shared pool
+        # The epochs started and not yet collected (close() ends them): weak, pruned at each iter().
+        self._open: list[weakref.ref[EpochIterator]] = []
         self._resume = Resumer(
             None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers
         )
@@ -312,8 +313,8 @@ class DataLoader(Generic[T_co]):
                 if owned and pool is not None:
                     pool.shutdown()
                 raise
-            if isinstance(it, Epoch) and not owned:
-                self._current = weakref.ref(it)
+            self._open = [r for r in self._open if r() is not None]
+            self._open.append(weakref.ref(it))
             self._stats = it.stats
             return it
 
@@ -366,21 +367,25 @@ class DataLoader(Generic[T_co]):
         return stats.snapshot() if stats is not None else None
 
     def close(self) -> None:
-        """End the current epoch and stop the worker threads.
+        """End every open epoch of this loader and stop the worker threads.
 
-        Waits for the epoch's batches in flight and then joins the threads, at most
+        An ended epoch's ``next()`` raises ``StopIteration``, whatever its ``num_workers``.
+        Waits for the epochs' batches in flight and then joins the threads, at most
         ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s) in all, in slices that run signal handlers
         (Ctrl-C works); returns at once when called from a worker thread (inside
         ``worker_init_fn`` or ``collate_fn``).  A later ``iter(loader)`` starts a new
-        pool.  Also happens, without waiting, when the loader is garbage-collected.
+        epoch (and pool).  Also happens, without waiting, when the loader is garbage-collected.
         """
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
         with self._mutex():
-            current = self._current() if self._current is not None else None
-            self._current = None
+            epochs = [it for r in self._open if (it := r()) is not None]
+            self._open = []
             pool = self._pools.take()
-        if current is not None:
-            current._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
+        for it in epochs:
+            if isinstance(it, Epoch):
+                it._close(wait_s=max(0.0, deadline - time.monotonic()))
+            else:
+                it.close()
         if pool is not None:
             pool.shutdown(join_s=max(0.0, deadline - time.monotonic()))
         if self._async_loop is not None:

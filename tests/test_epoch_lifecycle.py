@@ -250,6 +250,23 @@ def test_loader_close_with_a_stuck_worker_has_one_budget_in_total(short_budget):
     it.close()
 
 
+@pytest.mark.parametrize("num_workers", [0, 2, "auto"])
+def test_loader_close_ends_every_open_epoch_whatever_its_worker_count(num_workers):
+    # With num_workers=0 (and "auto" once it settled inline) close() ended nothing: the open
+    # epoch went on yielding its 99 other batches (found by a breaker).
+    from dataloader import ArrayDataset
+
+    loader = DataLoader(ArrayDataset(np.arange(1000.0)), batch_size=10, num_workers=num_workers)
+    for _ in range(3):  # "auto" settles within these (inline, for batches this cheap)
+        list(loader)
+    first, second = iter(loader), iter(loader)  # the second one runs on a pool of its own
+    assert next(first)[0].tolist() == next(second)[0].tolist()
+    loader.close()
+    assert next(first, "end") == "end" and next(second, "end") == "end"
+    assert len(list(loader)) == 100  # a later epoch starts afresh
+    loader.close()
+
+
 @pytest.mark.parametrize("where", ["worker_init_fn", "collate_fn"])
 def test_loader_close_from_inside_a_worker_does_not_stall_the_consumer(where):
     holder: dict = {}
