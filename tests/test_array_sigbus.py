@@ -11,6 +11,7 @@ a fresh interpreter, so that a crash fails the test, not the suite.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -58,8 +59,11 @@ def test_take_rows_past_a_truncated_end_raises_oserror_naming_the_file(tmp_path)
         with open(path, "rb") as fh:
             raw = np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), np.float64).reshape(n, d)
         view = np.asarray(mm[10:])  # an ndarray whose base is the memmap
+        through_memoryview = np.asarray(memoryview(mm))  # base: a memoryview of the memmap
         os.truncate(path, keep * d * 8)
-        for name, a, offset in (("memmap", mm, 0), ("over mmap.mmap", raw, 0), ("view", view, 10)):
+        cases = (("memmap", mm, 0), ("over mmap.mmap", raw, 0), ("view", view, 10),
+                 ("memoryview", through_memoryview, 0))
+        for name, a, offset in cases:
             rows = take_rows(a, np.arange(keep - offset))  # rows still in the file read normally
             assert (rows == data[offset:keep]).all(), name
             for idx in ([n - 1 - offset], [5, 10_000], list(range(50, 5_000))):
@@ -112,3 +116,63 @@ def test_loader_over_a_truncated_memmap_raises_oserror_for_the_cut_batches(tmp_p
     )
     assert proc.returncode == 0, proc.stderr
     assert "loader: ok" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_sigbus_sent_with_kill_during_a_gather_still_ends_the_process(tmp_path):
+    # Only a fault in the gather's mapping (or faulthandler's re-raise of it, a tgkill of the
+    # faulting thread) is the gather's; a SIGBUS sent with kill() was turned into a false
+    # "truncated" OSError when it reached a thread inside a guarded gather (found by a breaker).
+    proc = run_script(
+        tmp_path,
+        """
+        import signal, threading, time
+        big = np.memmap(path, dtype=np.float64, mode="r", shape=(n, d))  # not truncated
+        idx = np.random.default_rng(0).integers(0, n, 200_000)
+        out = np.empty((len(idx), d))
+        take_rows(big, idx, out)  # installs the guard; pages everything in
+
+        def kill():
+            time.sleep(0.2)
+            print("about to signal", flush=True)
+            os.kill(os.getpid(), signal.SIGBUS)  # to the process: the main thread takes it
+
+        threading.Thread(target=kill, daemon=True).start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3:  # nearly all of this thread's time is inside guarded gathers
+            try:
+                take_rows(big, idx, out)
+            except OSError as e:
+                print("swallowed:", e, flush=True)
+        print("survived", flush=True)
+        """,
+    )
+    assert "about to signal" in proc.stdout
+    assert "swallowed" not in proc.stdout and "survived" not in proc.stdout, proc.stdout
+    assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr)
+
+
+@pytest.mark.timeout(120)
+def test_a_fault_outside_a_gather_ends_the_process_when_sigbus_was_ignored(tmp_path):
+    # With SIGBUS set to SIG_IGN before the guard came, a fault elsewhere made the handler
+    # return, and the faulting read ran again forever (the kernel ends the process for a fault
+    # it cannot deliver; found by a breaker).
+    proc = run_script(
+        tmp_path,
+        """
+        import signal
+        signal.signal(signal.SIGBUS, signal.SIG_IGN)
+        take_rows(mm, np.arange(10))  # installs the guard over SIG_IGN
+        os.truncate(path, keep * d * 8)
+        try:
+            take_rows(mm, np.asarray([n - 1]))
+        except OSError:
+            print("guarded: OSError", flush=True)
+        print("NumPy's own read", flush=True)
+        print(float(mm[n - 1, 0]))  # outside any guard: the process ends
+        print("survived", flush=True)
+        """,
+    )
+    assert "guarded: OSError" in proc.stdout and "NumPy's own read" in proc.stdout, proc.stdout
+    assert "survived" not in proc.stdout
+    assert proc.returncode == -signal.SIGBUS, (proc.returncode, proc.stderr)

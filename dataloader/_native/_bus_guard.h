@@ -4,12 +4,21 @@
    dl_bus_guarded(lo, hi, fn, arg, fault) runs fn(arg) with a sigsetjmp point and the
    mapping's range [lo, hi) in a thread-local slot; one process-wide SIGBUS handler
    siglongjmps back when the faulting thread is inside a guard and the address lies in
-   its mapping, and dl_bus_guarded then returns `fault`.  Any other SIGBUS goes to the
-   handler installed before ours (faulthandler's, or the default action), as without us.
+   its mapping (or faulthandler, installed after us, re-raises that fault: a tgkill of
+   the thread by this process), and dl_bus_guarded then returns `fault`.  Any other
+   SIGBUS, also one sent with kill() to a thread inside a guard, goes to the handler
+   installed before ours (faulthandler's, or the default action), as without us; where
+   that was SIG_IGN, a fault ends the process as the kernel would (returning would run
+   the faulting access again forever).
 
-   dl_bus_install() installs the handler when the first mapped Reader is made, and again
-   by a later one if ours was replaced by the default action (faulthandler.disable() may
-   restore that) or by the handler it had replaced.  Any other handler installed after
+   dl_bus_install() installs the handler when the first mapped Reader is made (and at a
+   gather from a file-mapped NumPy array: take_rows at each call, RowJobs once an epoch),
+   and again by a later one if ours was replaced by the default action
+   (faulthandler.disable() may restore that) or by the handler it had replaced: so a
+   handler reset while an epoch runs leaves its workers' gathers unguarded until the
+   next epoch (a Reader's until the next Reader is made).  A handler that only returns
+   (a Python-level signal.signal(SIGBUS, ...)) installed after ours makes a fault in a
+   guarded copy run again forever, as it does NumPy's own reads.  Any other handler installed after
    ours is left alone: it may chain to ours (faulthandler, enabled later, prints the fault
    and re-raises it into ours, which still recovers), and replacing it would close a loop.
 
@@ -27,6 +36,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     sigjmp_buf env;
@@ -43,18 +53,23 @@ static void dl_bus_handler(int sig, siginfo_t *info, void *context) {
     dl_bus_guard *guard = dl_bus_current;
     if (guard != NULL) {
         const char *addr = (const char *)info->si_addr;
-        /* si_code <= 0: sent by raise()/kill(), e.g. re-raised by faulthandler
-           after it printed the fault: ours too when this thread is in a guard. */
-        if (info->si_code <= 0 || (addr >= guard->lo && addr < guard->hi)) {
+        /* A fault (si_code > 0) in the guard's mapping, or the same fault re-raised by
+           faulthandler after it printed it: raise() is a tgkill of this very thread by
+           this process (SI_TKILL).  A SIGBUS sent with kill() (SI_USER, by this process
+           or another) is not a fault of the copy: it goes on as without us. */
+        if ((info->si_code > 0 && addr >= guard->lo && addr < guard->hi)
+            || (info->si_code == SI_TKILL && info->si_pid == getpid())) {
             dl_bus_current = NULL;
             siglongjmp(guard->env, 1);
         }
     }
     if (dl_bus_previous.sa_flags & SA_SIGINFO) {
         dl_bus_previous.sa_sigaction(sig, info, context);
-    } else if (dl_bus_previous.sa_handler == SIG_IGN) {
-        return;
-    } else if (dl_bus_previous.sa_handler == SIG_DFL) {
+    } else if (dl_bus_previous.sa_handler == SIG_IGN && info->si_code <= 0) {
+        return;  /* a sent SIGBUS, ignored as before us */
+    } else if (dl_bus_previous.sa_handler == SIG_DFL || dl_bus_previous.sa_handler == SIG_IGN) {
+        /* SIG_IGN and a fault: returning would fault again forever; the kernel ends the
+           process for a fault it cannot deliver (force_sig_fault), and so do we. */
         /* as if we were never installed: the default action ends the process */
         signal(sig, SIG_DFL);
         raise(sig);

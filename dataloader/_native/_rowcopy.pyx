@@ -314,20 +314,26 @@ cdef str array_summary(object a):
 
 cdef bint mapped_array(object a) noexcept:
     """Whether ``a``'s memory maps a file: a ``numpy.memmap``, or an ndarray whose base chain
-    ends in an ``mmap.mmap`` (directly or through a ``memoryview``).  A few pointer reads for
-    an array of its own memory (no base): cheap enough for every batch."""
+    (arrays' ``base``, memoryviews' ``obj``) reaches a ``numpy.memmap`` or an ``mmap.mmap``.
+    A few pointer reads for an array of its own memory (no base): cheap enough for every
+    batch."""
     cdef object obj = a
     cdef PyObject* base
-    while cnp.PyArray_Check(obj):
-        if type(obj) is _memmap:
-            return True
-        base = cnp.PyArray_BASE(<cnp.ndarray>obj)
-        if base == NULL:
-            return False
-        obj = <object>base
-    if type(obj) is memoryview:
-        obj = (<memoryview>obj).obj
-    return isinstance(obj, _mmap)
+    while True:
+        if cnp.PyArray_Check(obj):
+            if type(obj) is _memmap:
+                return True
+            base = cnp.PyArray_BASE(<cnp.ndarray>obj)
+            if base == NULL:
+                return False
+            obj = <object>base
+        elif type(obj) is memoryview:
+            try:
+                obj = obj.obj  # np.asarray(memoryview(a memmap)): the view's exporter
+            except ValueError:  # a released view: nothing to follow
+                return False
+        else:
+            return isinstance(obj, _mmap)
 
 
 cdef object mapped_fault(object a):
@@ -335,7 +341,13 @@ cdef object mapped_fault(object a):
     is shorter than the array (truncated while mapped), named where ``a`` knows it."""
     cdef object obj = a
     name = None
-    while cnp.PyArray_Check(obj) and name is None:
+    while name is None and (cnp.PyArray_Check(obj) or type(obj) is memoryview):
+        if type(obj) is memoryview:
+            try:
+                obj = obj.obj
+            except ValueError:
+                break
+            continue
         name = getattr(obj, "filename", None) if type(obj) is _memmap else None
         obj = obj.base
     message = ("the array's memory-mapped file is shorter than the array (truncated while "
