@@ -81,7 +81,8 @@ class ArrayDataset(Dataset[tuple]):
                 for a natively gathered array).
             OSError: a natively gathered array maps a file (``numpy.memmap``) that was
                 truncated while mapped, and a row lies past its new end (EIO, naming the
-                file; NumPy's indexing would end the process with SIGBUS).
+                file; NumPy's indexing would end the process with SIGBUS).  Rows past the
+                end but on the file's last page read as zeros (the kernel zero-fills it).
             TypeError: ``indices`` are not integers or not 1-D; ``out`` is not a tuple or list.
             ValueError: ``out`` has the wrong number of entries, or entry ``k`` the wrong shape,
                 dtype or layout, or overlaps its array (named).
