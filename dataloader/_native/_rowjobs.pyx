@@ -41,8 +41,8 @@ from libcpp.atomic cimport memory_order_acquire
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
 from dataloader._native._rowcopy cimport (
-    GATHER_FAULT, array_summary, checked_gather, first_bad_index, guard_mapped_arrays, mapped_array, mapped_fault,
-    plain_array,
+    GATHER_FAULT, array_summary, first_bad_index, gather_mapped, gather_mapped_guarded, guard_mapped_arrays,
+    mapped_array, mapped_fault, plain_array,
 )
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
@@ -314,10 +314,15 @@ cdef class RowJobs:
             return
         for c in range(self._ncols):
             col = &self._cols[slot * self._ncols + c]
-            # The indices are our own copy, checked against n by prepare: only a guarded
-            # column can fail (its file was truncated while mapped).
-            if checked_gather(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
-                              col.dst, col.guarded, &bad) != 0:
+            # The indices are our own copy, checked against n by prepare (prepare_span: the
+            # permutation's rows are below n): only a guarded column can fail (its file was
+            # truncated while mapped).
+            if not col.guarded:
+                gather_mapped(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
+                              col.dst, col.row_bytes, NULL, 0, &bad)
+            elif gather_mapped_guarded(col.src, <size_t>col.n * <size_t>col.row_bytes, col.src, col.n,
+                                       col.row_bytes, self._idx[slot], self._count[slot], col.dst,
+                                       col.row_bytes, NULL, 0, &bad) != 0:
                 self._status[slot] = GATHER_FAULT
                 self._bad[slot] = c
                 break
