@@ -182,6 +182,7 @@ def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server)
     n = 1000
     urls = [server.url(f"/ok/c{i}?size=8") if i < 8 else server.url(f"/hang/{i}") for i in range(n)]
     ds = HttpDataset(urls, retry=FAST)
+    before = set(threading.enumerate())  # an earlier test's loader in a cycle may await the GC
     with DataLoader(ds, batch_size=4, num_workers=2, item_concurrency=50, collate_fn=list) as loader:
         for i, _ in enumerate(loader):
             if i == 1:
@@ -199,7 +200,7 @@ def test_break_cancels_requests_in_flight_and_no_further_request_is_sent(server)
         time.sleep(0.5)
         assert len(server.requests) == seen  # and nothing new is asked for
         assert seen < 8 + 2 * 50 + 8  # at most the two batches and the coroutines in flight
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("dataloader")]  # the server's may linger
+    assert not _new_loader_threads(before)  # the server's may linger
 
 
 def test_bad_arguments_and_locations():
@@ -220,6 +221,7 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
     n_ok, n = 1000, 3000
     urls = [server.url(f"/ok/t{i}?size=4") if i < n_ok else server.url(f"/hang/{i}") for i in range(n)]
     ds = HttpDataset(urls, retry=FAST, max_connections=0)
+    before = set(threading.enumerate())
     with DataLoader(ds, batch_size=500, num_workers=2, item_concurrency=500, collate_fn=len) as loader:
         for i, _ in enumerate(loader):
             if i == 1:
@@ -237,7 +239,14 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
         seen = len(server.requests)
         time.sleep(0.5)
         assert len(server.requests) == seen == n_ok + 1000
-    assert not [t.name for t in threading.enumerate() if t.name.startswith("dataloader")]
+    assert not _new_loader_threads(before)
+
+
+def _new_loader_threads(before: set[threading.Thread]) -> list[str]:
+    """This test's loader threads still alive after its close(): not those alive before it (a
+    loader of an earlier test kept by a reference cycle lives until the cyclic GC runs; the 3.13t
+    CI run once failed on two such threads)."""
+    return [t.name for t in threading.enumerate() if t.name.startswith("dataloader") and t not in before]
 
 
 def gap_s(server, path):
