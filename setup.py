@@ -32,6 +32,7 @@ NATIVE = {
     "_rowjobs": ("c++", ["-std=c++17"]),
     "_awaitable": ("c", []),
     "_rowcopy": ("c", []),
+    "_arrayrows": ("c", []),
     "_gather": ("c", []),
     "_imgcopy": ("c", []),
     "_resize": ("c", []),

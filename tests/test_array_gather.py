@@ -1,4 +1,4 @@
-"""ArrayDataset's batched fetch: the native row gather (``_native/_rowcopy``) and ``out=``.
+"""ArrayDataset's batched fetch: the native row gather (``_native/_arrayrows``) and ``out=``.
 
 A C-contiguous column without Python objects is gathered natively, any other through NumPy;
 both must give exactly ``column[indices]`` (negative indices from the end, ``IndexError`` naming
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataloader import ArrayDataset
-from dataloader._native._rowcopy import can_take, take_columns, take_rows
+from dataloader._native._arrayrows import can_take, take_columns, take_rows
 
 N = 50
 

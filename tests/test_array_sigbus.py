@@ -2,7 +2,7 @@
 
 Reading a mapped page past a file's new end raises SIGBUS, which ends the process
 (``x[idx]`` in NumPy does).  The native row gather behind ``ArrayDataset``
-(``_rowcopy.take_rows`` with 0 workers, ``_rowjobs.RowJobs`` with workers) runs a gather
+(``_arrayrows.take_rows`` with 0 workers, ``_rowjobs.RowJobs`` with workers) runs a gather
 from a file-mapped array under the guard of ``.ndf`` files (``_bus_guard.h``), so the
 batch fails with an ``OSError`` naming the file, and the epoch goes on.  Each case runs in
 a fresh interpreter, so that a crash fails the test, not the suite.
@@ -24,7 +24,7 @@ SETUP = """
 import mmap, os, sys
 import numpy as np
 from dataloader import ArrayDataset, DataLoader
-from dataloader._native._rowcopy import take_rows
+from dataloader._native._arrayrows import take_rows
 
 path = sys.argv[1]
 n, d = 20_000, 7  # 1.1 MB: many pages past the cut

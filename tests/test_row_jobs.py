@@ -13,7 +13,7 @@ from _support import collect
 from dataloader import ArrayDataset, DataLoader
 from dataloader._native import _rowjobs
 from dataloader._native._ring import Window
-from dataloader._native._rowcopy import take_rows
+from dataloader._native._arrayrows import take_rows
 from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
 from dataloader.ndf import NdfDataset, NdfWriter

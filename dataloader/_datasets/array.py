@@ -11,7 +11,7 @@ import numpy as np
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._indices import as_index_array
-from dataloader._native._rowcopy import can_take, take_columns, take_rows
+from dataloader._native._arrayrows import can_take, take_columns, take_rows
 
 __all__ = ["ArrayDataset"]
 

@@ -29,7 +29,7 @@ from dataloader._datasets.fetch import awaitable_item_error, check_item_count, c
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
 from dataloader._indices import as_index_array
 from dataloader._native._awaitable import is_awaitable
-from dataloader._native._rowcopy import take_columns
+from dataloader._native._arrayrows import take_columns
 from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan

@@ -1,6 +1,6 @@
 # Row-copy kernels for `.ndf` files (see dataloader/ndf.py for the layout), used by
 # dataloader/_native/_gather.pyx (the Reader); gather_mapped also serves NumPy
-# arrays (_rowcopy.take_rows, behind ArrayDataset).
+# arrays (_arrayrows.take_rows behind ArrayDataset, and _rowjobs).
 #
 # All kernels work on raw pointers, never touch Python objects and never
 # block on the GIL.  Sizes are in bytes; row indices are int64.  The
@@ -16,13 +16,6 @@ cdef enum:
     GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
     GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
 
-
-# A NumPy array that the kernels can read: an ndarray or a numpy.memmap (not another
-# subclass), C-contiguous, at least 1-D, and no Python objects in its items (needs the
-# GIL: it reads the array's header).
-cdef bint plain_array(object a) noexcept
-# plain_array's view of ``a`` for an error message: type, shape, dtype, C-contiguity.
-cdef str array_summary(object a)
 
 # Position of the first index outside [0, n), or -1 when all are in range.
 cdef Py_ssize_t first_bad_index(
@@ -67,16 +60,3 @@ cdef int gather_mapped_guarded(
 # Install the process-wide SIGBUS handler of the guard (idempotent; see _bus_guard.h).
 # Returns 0 or an errno.
 cdef int install_bus_guard() noexcept nogil
-
-# Whether a NumPy array's memory maps a file (a numpy.memmap, or an ndarray over an
-# mmap.mmap): its gathers run guarded (needs the GIL: it reads the array's base chain).
-cdef bint mapped_array(object a) noexcept
-# The OSError (EIO, naming the file where known) of a guarded gather from ``a`` that faulted.
-cdef object mapped_fault(object a)
-# install_bus_guard(), raising OSError when it fails.
-cdef int guard_mapped_arrays() except -1
-# Gather rows ``idx`` of an array (n rows of row_bytes at ``data``) into ``dst``: 0,
-# GATHER_BAD_INDEX (position in *bad; nothing copied) or, with ``guarded`` (a mapped_array,
-# after guard_mapped_arrays), GATHER_FAULT.
-cdef int checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes, const int64_t* idx,
-                        Py_ssize_t count, char* dst, bint guarded, Py_ssize_t* bad) noexcept nogil

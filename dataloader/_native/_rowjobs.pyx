@@ -20,7 +20,7 @@ such job per slot of an epoch's claim window (``_ring.Window``):
   ready, claims the next unclaimed batch itself when it is native and builds it.
 
 A ``Reader`` gather can fail (the file was closed or truncated), and so can a gather from
-an array whose memory maps a file that was truncated (``_rowcopy.mapped_array``: those run
+an array whose memory maps a file that was truncated (``_arrayrows.mapped_array``: those run
 under the SIGBUS guard): the job keeps the status and ``error`` gives the exception the
 general path would have raised, for that batch.
 
@@ -40,10 +40,8 @@ from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
-from dataloader._native._rowcopy cimport (
-    GATHER_FAULT, array_summary, first_bad_index, gather_mapped, gather_mapped_guarded, guard_mapped_arrays,
-    mapped_array, mapped_fault, plain_array,
-)
+from dataloader._native._arrayrows cimport array_summary, guard_mapped_arrays, mapped_array, mapped_fault, plain_array
+from dataloader._native._rowcopy cimport GATHER_FAULT, first_bad_index, gather_mapped, gather_mapped_guarded
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
@@ -62,12 +60,12 @@ cdef struct Column:
     int64_t n
     Py_ssize_t row_bytes
     char* dst
-    bint guarded  # src maps a file (_rowcopy.mapped_array): gathered under the SIGBUS guard
+    bint guarded  # src maps a file (_arrayrows.mapped_array): gathered under the SIGBUS guard
 
 
 def can_run(object sources):
     """Whether ``RowJobs`` can gather from ``sources``: a ``Reader``, or arrays that are all
-    ``_rowcopy.plain_array`` (an ndarray or memmap, C-contiguous, at least 1-D, without
+    ``_arrayrows.plain_array`` (an ndarray or memmap, C-contiguous, at least 1-D, without
     Python objects in their items), of one length."""
     if isinstance(sources, Reader):
         return True
@@ -104,7 +102,7 @@ cdef class RowJobs:
     cdef int* _status         # per slot: the gather's status, 0 when it succeeded
     cdef Py_ssize_t* _bad     # per slot: (Reader) the bad index's position, for GATHER_BAD_INDEX;
                               # (arrays) the column whose gather faulted, for GATHER_FAULT
-    cdef char* _guarded       # per column (arrays): 1 where it maps a file (_rowcopy.mapped_array)
+    cdef char* _guarded       # per column (arrays): 1 where it maps a file (_arrayrows.mapped_array)
     cdef Reader _reader       # the Reader, or None: the columns are _sources
     cdef const feistel_t** _perm  # per slot: the permutation its indices come from, or NULL
     cdef int64_t* _pstart     # per slot: the first position in _perm[slot]
@@ -278,7 +276,7 @@ cdef class RowJobs:
     def error(self, Py_ssize_t slot):
         """The exception of slot ``slot``'s job once it has run (a ``Reader`` gather that
         failed: the file was closed, truncated, or a read failed; a gather from an array
-        whose mapped file was truncated: ``_rowcopy.take_rows``'s ``OSError``), or None."""
+        whose mapped file was truncated: ``_arrayrows.take_rows``'s ``OSError``), or None."""
         cdef int status
         if slot < 0 or slot >= self._size:
             raise IndexError(f"slot {slot} is outside [0, {self._size})")
