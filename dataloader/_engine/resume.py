@@ -1,10 +1,10 @@
 """Exact mid-epoch resume: ``DataLoader.state_dict`` / ``load_state_dict`` (torchdata's names).
 
-What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 1; each
+What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 2; each
 ``state_dict()`` returns a new dict that shares nothing with the loader, its sampler or its
 dataset):
 
-- ``"version"``: the format version;
+- ``"version"``: the format version (2; version-1 states, without ``"loader"``, still load);
 - ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
 - ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
 - ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
@@ -18,7 +18,10 @@ dataset):
   (None when it has none; see ``dataloader._sampling.state``);
 - ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
   none); for an ``IterableDataset`` iterated mid-epoch, its state at the consumer's
-  position (below).
+  position (below);
+- ``"loader"``: how this loader cuts its epochs (dataset length, batch size, ``drop_last``,
+  sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
+  checks against the new loader (``dataloader._engine.resume_checks``).
 
 The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
 the dataset's state after each batch of a stream, and every state loaded; a state object
@@ -39,9 +42,9 @@ seeded sampler driven by ``set_epoch``), and its first ``k`` batches are drawn a
 
 ``IterableDataset``: with ``num_workers=0`` the consumer iterates the dataset itself; its
 ``state_dict()`` is snapshotted after each batch ``next()`` builds (``stream_state.
-StreamSnapshots``: exact also after a Ctrl-C in the middle of a batch), saved, loaded, and the
-stream goes on from it (nothing is skipped); a dataset without ``state_dict`` is resumed by building and
-dropping the first ``k`` batches of the new epoch (its items are read again).  With
+StreamSnapshots``: exact also after a Ctrl-C in the middle of a batch), saved, loaded, and
+the stream goes on from it (nothing is skipped); a dataset without ``state_dict`` is resumed
+by building and dropping the first ``k`` batches of the new epoch (its items are read again).  With
 ``num_workers > 0`` each worker iterates its own copy ahead of the consumer: a dataset with
 ``state_dict`` / ``load_state_dict`` is resumed per worker (``"dataset"`` is then
 ``{"workers": [...], "last": w, "live": [...]}``, saved and loaded with the same
@@ -56,13 +59,15 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from dataloader._engine.resume_checks import Layout
 from dataloader._sampling.batch import starts_late
 from dataloader._sampling.state import check_state
 from dataloader._validate import check_int
 
 __all__ = ["STATE_VERSION", "Progress", "Resumer", "skip_items", "stateful"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
 _KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
 
 
@@ -104,10 +109,12 @@ class Resumer:
         sampler: what yields the epoch's work items (the batch sampler, or the sampler with
             ``batch_size=None``), or None for an ``IterableDataset``.
         workers: the loader's ``num_workers``.
+        layout: how the loader cuts its epochs (recorded and checked), or None.
     """
 
-    def __init__(self, sampler: Any, workers: int) -> None:
+    def __init__(self, sampler: Any, workers: int, layout: Layout | None = None) -> None:
         self._sampler = sampler
+        self._layout = layout
         self._streams = sampler is None and workers > 0  # per-worker iterable states
         self._progress: Progress | None = None
         self._start_state: Any = None  # the sampler's state when the last epoch started
@@ -193,7 +200,8 @@ class Resumer:
 
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
-                "sampler": sampler, "dataset": dataset}
+                "sampler": sampler, "dataset": dataset,
+                "loader": self._layout.describe() if self._layout is not None else None}
 
     def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
         """Validate ``sd`` and apply its sampler state; the rest applies to the next epoch.
@@ -202,17 +210,21 @@ class Resumer:
             TypeError: ``sd`` is not a dict or a value has the wrong type (naming the key); a
                 saved dataset state for a dataset without ``load_state_dict``; an
                 ``IterableDataset`` without them, mid-epoch, with ``num_workers > 0``.
-            ValueError: a missing or unknown key, an unknown version, a value out of range, or
-                per-worker iterable states saved with another ``num_workers``.
+            ValueError: a missing or unknown key, an unknown version, a value out of range,
+                per-worker iterable states saved with another ``num_workers``, or a state saved
+                by a loader that cuts its epochs otherwise (``resume_checks``: naming both
+                values) or whose ``yielded`` is past the end of this loader's epoch.
         """
         # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
         # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS))
-        if sd["version"] != STATE_VERSION:
-            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not {STATE_VERSION} (unknown format)")
+        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader",)))
+        if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
+            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
         seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
         epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
         yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
+        if self._layout is not None:  # this loader's epoch must hold the saved position
+            self._layout.check(sd.get("loader"), yielded)
         if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
             raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
         if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
