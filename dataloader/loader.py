@@ -26,6 +26,7 @@ from dataloader._engine.options import LoaderOptions, check_sampling_args
 from dataloader._engine.plan import EpochPlan, index_sources
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.resume import Resumer
+from dataloader._engine.resume_checks import Layout
 from dataloader._engine.seed import base_seed
 from dataloader._engine.stats import EpochStats, LoaderStats
 from dataloader.collate import default_collate, default_convert
@@ -235,7 +236,8 @@ class DataLoader(Generic[T_co]):
         # The epochs started and not yet collected (close() ends them): weak, pruned at each iter().
         self._open: list[weakref.ref[EpochIterator]] = []
         self._resume = Resumer(
-            None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers
+            None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers,
+            Layout(dataset, self._iterable, sampler, batch_sampler, batch_size, self.drop_last),
         )
         self._stats: EpochStats | None = None  # the last epoch started
         self._initialized = True
@@ -324,9 +326,11 @@ class DataLoader(Generic[T_co]):
         """The loader's position for exact resume: a small JSON-serialisable dict.
 
         Keys ``version``, ``seed``, ``epoch``, ``yielded`` (batches ``next()`` returned or
-        raised in that epoch, counted at the consumer), ``sampler``, ``dataset``: see
-        ``dataloader._engine.resume``.  It describes the epoch started last; after its end
-        (or before any), the next one.  O(1) in the epoch's length.
+        raised in that epoch, counted at the consumer; a batch interrupted by Ctrl-C is not
+        counted), ``sampler``, ``dataset``, ``loader`` (how this loader cuts its epochs, which
+        ``load_state_dict`` checks): see ``dataloader._engine.resume``.  It describes the
+        epoch started last; after its end (or before any), the next one.  O(1) in the epoch's
+        length.  The dict is new, the caller's own (it shares nothing with the loader).
 
         Raises:
             ValueError: mid-epoch with ``in_order=False``, or a sampler that cannot be
@@ -342,10 +346,15 @@ class DataLoader(Generic[T_co]):
 
         The next ``iter(loader)`` continues the saved epoch at its first batch not yet yielded;
         later epochs follow as in the saved run; the saved seed replaces this loader's.
-        ``num_workers``, ``prefetch_depth`` and ``item_concurrency`` may differ.
+        ``num_workers``, ``prefetch_depth``, ``item_concurrency``, ``drop_last`` and a
+        distributed sampler's rank may differ; the dataset's length, ``batch_size``, the
+        sampler kinds and the world size may not (``dataloader._engine.resume_checks``).
+        A state of the previous format (``version`` 1) loads, without those checks.
 
         Raises:
             TypeError, ValueError: a malformed state, naming the bad key and value.
+            ValueError: a state saved by a loader that cuts its epochs otherwise (naming both
+                values), or whose ``yielded`` is past the end of this loader's epoch.
         """
         with self._mutex():
             sd = self._resume.load(state_dict, self.dataset, workers=self._plan.num_workers)

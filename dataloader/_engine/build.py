@@ -26,6 +26,7 @@ from dataloader._collation.default import collate_columns, default_collate
 from dataloader._datasets.array import ArrayDataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import awaitable_item_error, check_item_count, check_items_not_awaitable
+from dataloader._engine.errors import INTERRUPTS
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
 from dataloader._indices import as_index_array
 from dataloader._native._awaitable import is_awaitable
@@ -34,7 +35,7 @@ from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan
 
-__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher"]
+__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher", "interrupted"]
 
 END: Any = type("End", (), {"__repr__": lambda self: "END", "__slots__": ()})()
 """What ``StreamBatcher`` returns for a stream that has ended (never a batch)."""
@@ -75,6 +76,12 @@ class Failure:
             raise exc.with_traceback(tb)
         finally:
             del exc, tb
+
+
+def interrupted(out: Any) -> bool:
+    """``out`` is a ``Failure`` of an interrupt (``INTERRUPTS``: Ctrl-C, ``sys.exit()``): not
+    the batch's own error, so ``next()`` raises it without counting a position."""
+    return type(out) is Failure and isinstance(out.exc, INTERRUPTS)
 
 
 def no_stop_iteration(exc: BaseException, who: str, doing: str) -> BaseException:

@@ -15,6 +15,10 @@ keep one contract:
 - an exception from the sampler is raised at the position where it happened,
   after every earlier batch, and then the epoch ends; a failure to start the
   epoch is raised once, by the first ``next()`` (seed 004), and the epoch ends;
+- an interrupt (``errors.INTERRUPTS``: Ctrl-C, ``sys.exit()``) raised while
+  ``next()`` waits, builds inline or draws from the sampler, or carried from a
+  worker, is raised at once, does not count as a batch yielded (``Progress``)
+  and ends the epoch;
 - ``next()`` from two threads at once raises ``RuntimeError``; ``next()`` in a
   process other than the one that started the epoch (after ``fork()``) raises
   ``RuntimeError``;
@@ -46,8 +50,8 @@ from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
-from dataloader._engine.build import Failure
-from dataloader._engine.errors import timeout_error
+from dataloader._engine.build import Failure, interrupted
+from dataloader._engine.errors import INTERRUPTS, timeout_error
 from dataloader._engine.iterator import EpochIterator, Forks, WorkSource, forked_error
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
@@ -178,8 +182,8 @@ class Epoch(EpochIterator):
                 self._exhausted = True
                 window.finish()
                 return
-            except KeyboardInterrupt:
-                # Ctrl-C while the sampler ran: stop at once, as a wait does.
+            except INTERRUPTS:
+                # Ctrl-C while the sampler ran: stop at once, as a wait does (not a position).
                 self._close(wait_s=0.0)
                 raise
             except BaseException as exc:  # raised by next() at its position, after every earlier batch
@@ -239,14 +243,16 @@ class Epoch(EpochIterator):
         while True:
             if k == window.published:
                 self._end_of_epoch(k)
-            if self._inline is not None and self._tune is not None and self._tune.active == 0:
-                self._build_inline()
-            elif jobs is not None and self._help_rec is not None:
-                jobs.help(window, k if in_order else -1, self._help_rec)
             try:
+                if self._inline is not None and self._tune is not None and self._tune.active == 0:
+                    self._build_inline()
+                elif jobs is not None and self._help_rec is not None:
+                    jobs.help(window, k if in_order else -1, self._help_rec)
                 r = window.wait(k, self._timeout_s) if in_order else window.wait_any(self._timeout_s)
-            except KeyboardInterrupt:
-                self._close(wait_s=0.0)  # Ctrl-C: stop at once, without waiting for batches in flight
+            except INTERRUPTS:
+                # Ctrl-C (waiting, or building inline): stop at once, without waiting for batches
+                # in flight; batch k is not counted, so state_dict() resumes at it.
+                self._close(wait_s=0.0)
                 raise
             if r < 0 or self._closed:
                 self._raise_status(r, k)
@@ -260,6 +266,9 @@ class Epoch(EpochIterator):
                 if result is None:  # its job filled it (else a thread whose worker_init_fn failed built it)
                     result = prepared if error is None else Failure(error)
             window.release(r)
+            if interrupted(result):  # a worker's Ctrl-C / sys.exit(): not a position; the epoch ends
+                self._close(wait_s=0.0)
+                return result
             source = self._source
             keep = source is not None and (not source.skips or source.taken(owner, result))
             self._fill()
@@ -268,10 +277,10 @@ class Epoch(EpochIterator):
                     raise StopIteration
                 k = window.base
                 continue  # an ended stream: not a batch
-            self._progress.yielded += 1
             consumer.delivered(in_flight)
             if self._tune is not None:
                 self._tune.tick(consumer.count)
+            self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
             return result  # a Failure is raised by __next__, outside this frame
 
     def _build_inline(self) -> None:
@@ -282,9 +291,14 @@ class Epoch(EpochIterator):
         if j < 0 or inline is None:
             return
         slot = j % shared.size
-        if jobs is None or self._help_rec is None or not jobs.run(window, j, self._help_rec):
-            shared.results[slot].value = inline(shared.tasks[slot])
-        window.complete(j)
+        try:
+            if jobs is None or self._help_rec is None or not jobs.run(window, j, self._help_rec):
+                out = inline(shared.tasks[slot])
+                if interrupted(out):  # Ctrl-C while building here: raised now (_next ends the epoch)
+                    out.reraise()
+                shared.results[slot].value = out
+        finally:
+            window.complete(j)
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""

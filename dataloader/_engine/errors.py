@@ -5,7 +5,14 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-__all__ = ["LoaderTimeoutError", "reported_length", "timeout_error", "warn_past_length"]
+__all__ = ["INTERRUPTS", "LoaderTimeoutError", "reported_length", "timeout_error", "warn_past_length"]
+
+
+INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
+"""Exceptions that are never a batch's own error, wherever they are raised (the sampler,
+``__getitem__``, a transform, ``collate_fn``, a worker, a wait): ``next()`` raises them without
+counting the batch as yielded and the epoch ends, so ``DataLoader.state_dict()`` taken after
+one resumes at that batch (``dataloader._engine.resume``)."""
 
 
 class LoaderTimeoutError(TimeoutError, RuntimeError):

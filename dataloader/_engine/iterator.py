@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dataloader import _context
-from dataloader._engine.build import END, Failure
+from dataloader._engine.build import END, Failure, interrupted
+from dataloader._engine.errors import INTERRUPTS
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
@@ -121,6 +122,10 @@ class EpochIterator:
 class SequentialEpoch(EpochIterator):
     """``num_workers=0``: the sampler, the dataset and collation run inside ``next()``.
 
+    An interrupt (``errors.INTERRUPTS``: Ctrl-C, ``sys.exit()``) raised while ``next()`` draws
+    or builds a batch propagates, does not count that batch and ends the epoch (the next
+    ``next()`` raises ``StopIteration``); ``DataLoader.state_dict()`` then resumes at it.
+
     Args:
         items: ``(next_item, build)`` from the source's ``sequential()``: ``next_item()``
             returns the next work item (``StopIteration`` at the end; the sampler's
@@ -157,19 +162,29 @@ class SequentialEpoch(EpochIterator):
             self._consumer.begin()
             try:
                 item = items[0]()
-            except BaseException:  # the end, or the sampler failed: raised at its position
-                self._progress.done = True
+            except BaseException as exc:  # the end, or the sampler failed: raised at its position
+                # An interrupt (errors.INTERRUPTS) is no end: the position stays for state_dict().
+                self._progress.done = not isinstance(exc, INTERRUPTS)
                 self.close()
                 raise
-            out = items[1](item)
+            try:
+                out = items[1](item)
+            except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
+                self.close()
+                raise
             if out is END:
                 self._progress.done = True
                 self.close()
                 raise StopIteration
-            self._progress.yielded += 1
-            self._consumer.delivered(0)
             if type(out) is Failure:
+                if interrupted(out):  # Ctrl-C while building: not a position, and the epoch ends
+                    self.close()
+                else:
+                    self._consumer.delivered(0)
+                    self._progress.yielded += 1
                 out.reraise()
+            self._consumer.delivered(0)
+            self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
             return out
         finally:
             self._inside.release()

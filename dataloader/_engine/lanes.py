@@ -22,6 +22,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import LANE_THREAD_PREFIX
+from dataloader._engine.errors import INTERRUPTS
 
 __all__ = ["LanePool", "fetch_with_lanes", "start_threads"]
 
@@ -137,20 +138,30 @@ def fetch_with_lanes(
     """Fetch ``indices`` with up to ``k`` lanes; return the items in order.
 
     Raises:
-        The exception of the first failing item by position.
+        An interrupt (``errors.INTERRUPTS``: Ctrl-C) of any item, else the exception of the
+        first failing item by position.  A Ctrl-C while this thread waits for the helpers
+        stops them after their current item.
     """
     batch = _LaneBatch(fetch_item, indices)
     for _ in range(min(k, len(indices)) - 1):
         lanes.submit(lambda: batch.run_lane(True))
-    batch.run_lane(False)
+    try:
+        batch.run_lane(False)
+        with batch.cond:
+            while batch.inside > 0:
+                batch.cond.wait()
+    except BaseException:
+        with batch.cond:
+            batch.closed = True
+        raise
     with batch.cond:
-        while batch.inside > 0:
-            batch.cond.wait()
         # Helpers still queued find the batch closed and return; they must not keep the
         # dataset alive (through fetch_item) after the batch is done.
         batch.fetch_item = batch.indices = batch.snapshot = None  # type: ignore[assignment]
     if batch.errors:
-        pos, exc = min(batch.errors, key=lambda e: e[0])
+        # Ctrl-C in any item is raised, not hidden by an earlier item's own error.
+        first = [e for e in batch.errors if isinstance(e[1], INTERRUPTS)] or batch.errors
+        pos, exc = min(first, key=lambda e: e[0])
         batch.errors.clear()
         raise exc
     return batch.items

@@ -26,7 +26,7 @@ from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.resume import Progress, skip_items, stateful
-from dataloader._engine.stream_state import StatefulStreamItems
+from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
 from dataloader._engine.stats import EpochStats
 from dataloader._sampling.base import ChunkedSampler
 from dataloader._sampling.batch import BatchSampler
@@ -188,7 +188,10 @@ class EpochPlan:
         if self.iterable:
             batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
             if self.num_workers and stateful(self.dataset):
-                source = StatefulStreamItems(self.dataset, batcher, setup, self.num_workers, stream_state, stats)
+                source = StatefulStreamItems(
+                    self.dataset, batcher, setup, self.num_workers, stream_state, stats,
+                    yielded=progress.yielded if progress is not None else 0,
+                )
                 if progress is not None:
                     progress.streams = source
             else:
@@ -218,9 +221,7 @@ class EpochPlan:
             items = None
             if start_error is None:
                 try:
-                    items = source.sequential()
-                    if self.iterable:
-                        _drop_batches(items, skip)
+                    items = self._sequential(source, skip, progress)
                 except Exception as exc:
                     start_error = exc
             return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats)
@@ -233,6 +234,22 @@ class EpochPlan:
             inline=inline_build,
             help_rec=stats.workers[-1] if helps else None,
         )
+
+    def _sequential(
+        self, source: MapItems | StreamItems, skip: int, progress: Progress | None
+    ) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
+        """The ``(next_item, build)`` of a ``SequentialEpoch`` (raises what starting raises)."""
+        snaps: StreamSnapshots | None = None
+        if self.iterable and progress is not None and stateful(self.dataset):
+            # The dataset's state at the consumer's position, the first snapshot before
+            # iter(dataset) (stream_state.StreamSnapshots).
+            snaps = progress.streams = StreamSnapshots(self.dataset, progress.yielded)
+        items = source.sequential()
+        if snaps is not None:
+            items = (items[0], snaps.wrap(items[1]))
+        if self.iterable:
+            _drop_batches(items, skip)
+        return items
 
 
 def _drop_batches(items: tuple[Callable[[], Any], Callable[[Any], Any]], k: int) -> None:

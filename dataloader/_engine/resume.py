@@ -1,18 +1,31 @@
 """Exact mid-epoch resume: ``DataLoader.state_dict`` / ``load_state_dict`` (torchdata's names).
 
-What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 1):
+What a loader's state holds (a small JSON-serialisable dict, ``STATE_VERSION`` 2; each
+``state_dict()`` returns a new dict that shares nothing with the loader, its sampler or its
+dataset):
 
-- ``"version"``: the format version;
+- ``"version"``: the format version (2; version-1 states, without ``"loader"``, still load);
 - ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
 - ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
 - ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
-  exception raised by ``next()`` for a batch counts as a position seen; batches the workers
-  had built ahead (prefetched) but ``next()`` had not returned are not counted, so they are
-  built again after resume: never lost, never repeated;
+  exception raised by ``next()`` for a batch counts as a position seen, but an interrupt
+  (``errors.INTERRUPTS``: Ctrl-C, ``sys.exit()``) does not, wherever it was raised (the
+  sampler, ``__getitem__``, a transform, ``collate_fn``, a wait for workers): the batch being
+  built is built again after resume; batches the workers had built ahead (prefetched) but
+  ``next()`` had not returned are not counted either, so they are built again after resume:
+  never lost, never repeated;
 - ``"sampler"``: the (batch) sampler's ``state_dict()`` as it was when that epoch started
   (None when it has none; see ``dataloader._sampling.state``);
 - ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
-  none).
+  none); for an ``IterableDataset`` iterated mid-epoch, its state at the consumer's
+  position (below);
+- ``"loader"``: how this loader cuts its epochs (dataset length, batch size, ``drop_last``,
+  sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
+  checks against the new loader (``dataloader._engine.resume_checks``).
+
+The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
+the dataset's state after each batch of a stream, and every state loaded; a state object
+may be the dataset's live dict, which its iterator goes on mutating.
 
 Nothing is recorded per batch: each epoch iterator counts the batches it returns in a
 ``Progress`` (one integer increment per ``next()``) and the loader keeps the ``Progress`` of
@@ -27,10 +40,11 @@ state, and its first ``k`` index batches are drawn and dropped (the cost of draw
 item is fetched); a sampler without ``state_dict`` must itself repeat the epoch's order (a
 seeded sampler driven by ``set_epoch``), and its first ``k`` batches are drawn and dropped too.
 
-``IterableDataset``: with ``num_workers=0`` the consumer iterates the dataset itself, so the
-dataset's own ``state_dict()`` at the call is exact: it is saved, loaded, and the stream goes on
-from it (nothing is skipped); a dataset without ``state_dict`` is resumed by building and
-dropping the first ``k`` batches of the new epoch (its items are read again).  With
+``IterableDataset``: with ``num_workers=0`` the consumer iterates the dataset itself; its
+``state_dict()`` is snapshotted after each batch ``next()`` builds (``stream_state.
+StreamSnapshots``: exact also after a Ctrl-C in the middle of a batch), saved, loaded, and
+the stream goes on from it (nothing is skipped); a dataset without ``state_dict`` is resumed
+by building and dropping the first ``k`` batches of the new epoch (its items are read again).  With
 ``num_workers > 0`` each worker iterates its own copy ahead of the consumer: a dataset with
 ``state_dict`` / ``load_state_dict`` is resumed per worker (``"dataset"`` is then
 ``{"workers": [...], "last": w, "live": [...]}``, saved and loaded with the same
@@ -40,17 +54,20 @@ them a mid-epoch state is refused (``TypeError``); a state at an epoch boundary 
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Iterator
 from typing import Any
 
+from dataloader._engine.resume_checks import Layout
 from dataloader._sampling.batch import starts_late
 from dataloader._sampling.state import check_state
 from dataloader._validate import check_int
 
 __all__ = ["STATE_VERSION", "Progress", "Resumer", "skip_items", "stateful"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+_VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
 _KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
 
 
@@ -67,7 +84,9 @@ class Progress:
         self.epoch = epoch
         self.yielded = yielded
         self.done = False
-        self.streams: Any = None  # a StatefulStreamItems: per-worker dataset states
+        # The dataset's state at the consumer's position, ``state(yielded)``: a
+        # StatefulStreamItems (per-worker states) or a StreamSnapshots (num_workers=0).
+        self.streams: Any = None
 
 
 def stateful(dataset: Any) -> bool:
@@ -90,10 +109,12 @@ class Resumer:
         sampler: what yields the epoch's work items (the batch sampler, or the sampler with
             ``batch_size=None``), or None for an ``IterableDataset``.
         workers: the loader's ``num_workers``.
+        layout: how the loader cuts its epochs (recorded and checked), or None.
     """
 
-    def __init__(self, sampler: Any, workers: int) -> None:
+    def __init__(self, sampler: Any, workers: int, layout: Layout | None = None) -> None:
         self._sampler = sampler
+        self._layout = layout
         self._streams = sampler is None and workers > 0  # per-worker iterable states
         self._progress: Progress | None = None
         self._start_state: Any = None  # the sampler's state when the last epoch started
@@ -124,7 +145,7 @@ class Resumer:
                     skip = pending["yielded"]
         elif hasattr(sampler, "state_dict"):
             try:
-                self._start_state = sampler.state_dict()
+                self._start_state = copy.deepcopy(sampler.state_dict())  # it may be the live state
             except Exception as exc:  # raised again by DataLoader.state_dict()
                 self._start_state, self._start_error = None, exc
         else:
@@ -144,33 +165,43 @@ class Resumer:
                 ``load_state_dict`` and with ``num_workers > 0``.
         """
         if self._pending is not None:  # loaded and not started yet: saving gives it back
-            return dict(self._pending)
+            return copy.deepcopy(self._pending)
+        return copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+
+    def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
         progress = self._progress
         if progress is None or progress.done:
             epoch = next_epoch if progress is None else progress.epoch + 1
             sampler_state = None
             if self._sampler is not None and hasattr(self._sampler, "state_dict"):
                 sampler_state = self._sampler.state_dict()
-            return _state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
+            return self._state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
         if self._start_error is not None:
             raise self._start_error
-        if not progress.yielded:
-            return _state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
-        if not in_order:
+        yielded, streams = progress.yielded, progress.streams
+        if yielded and not in_order:
             raise ValueError(
                 "state_dict() in the middle of an epoch needs in_order=True: with in_order=False "
                 "batches come in completion order, so no position describes what was yielded"
             )
-        if not self._streams:
-            return _state(seed, progress.epoch, progress.yielded, self._start_state, _dataset_state(dataset))
-        if progress.streams is None:
+        if not self._streams:  # a num_workers=0 stream's state is its snapshot at the position
+            at = streams.state(yielded) if streams is not None else _dataset_state(dataset)
+            return self._state(seed, progress.epoch, yielded, self._start_state, at)
+        if not yielded:
+            return self._state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
+        if streams is None:
             raise TypeError(
                 "state_dict() in the middle of an epoch over an IterableDataset without "
                 "state_dict/load_state_dict needs num_workers=0: each worker iterates its own copy "
                 "ahead of the consumer; give the dataset state_dict/load_state_dict, or save at an "
                 "epoch boundary"
             )
-        return _state(seed, progress.epoch, progress.yielded, None, progress.streams.state())
+        return self._state(seed, progress.epoch, yielded, None, streams.state(yielded))
+
+    def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
+                "sampler": sampler, "dataset": dataset,
+                "loader": self._layout.describe() if self._layout is not None else None}
 
     def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
         """Validate ``sd`` and apply its sampler state; the rest applies to the next epoch.
@@ -179,15 +210,21 @@ class Resumer:
             TypeError: ``sd`` is not a dict or a value has the wrong type (naming the key); a
                 saved dataset state for a dataset without ``load_state_dict``; an
                 ``IterableDataset`` without them, mid-epoch, with ``num_workers > 0``.
-            ValueError: a missing or unknown key, an unknown version, a value out of range, or
-                per-worker iterable states saved with another ``num_workers``.
+            ValueError: a missing or unknown key, an unknown version, a value out of range,
+                per-worker iterable states saved with another ``num_workers``, or a state saved
+                by a loader that cuts its epochs otherwise (``resume_checks``: naming both
+                values) or whose ``yielded`` is past the end of this loader's epoch.
         """
-        sd = check_state(sd, "DataLoader", _KEYS)
-        if sd["version"] != STATE_VERSION:
-            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not {STATE_VERSION} (unknown format)")
+        # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
+        # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
+        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader",)))
+        if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
+            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
         seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
         epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
         yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
+        if self._layout is not None:  # this loader's epoch must hold the saved position
+            self._layout.check(sd.get("loader"), yielded)
         if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
             raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
         if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
@@ -208,7 +245,7 @@ class Resumer:
                     "state_dict/load_state_dict), or num_workers=0"
                 )
             _check_streams(sd["dataset"], workers)
-        checked = _state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        checked = self._state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
         if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
             if starts_late(self._sampler):
                 self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
@@ -238,7 +275,3 @@ def _check_streams(state: object, workers: int) -> None:
     ) or live != sorted(set(live)):
         raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
 
-
-def _state(seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
-    return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
-            "sampler": sampler, "dataset": dataset}

@@ -6,8 +6,11 @@ per batch.  ``StatefulStreamItems`` (used when the dataset has both ``state_dict
 ``load_state_dict``) records it:
 
 - **what and when**: right after a worker builds a batch (or a failed batch) of its
-  stream, on that worker's thread, it calls its copy's ``state_dict()`` and attaches the
-  result to that batch (one call per batch; its cost is the dataset's);
+  stream, on that worker's thread, it calls its copy's ``state_dict()`` and attaches a deep
+  copy of the result to that batch (one call and one ``copy.deepcopy`` per batch; the cost
+  is the dataset's): a dataset may return its live dict, which its iterator goes on
+  mutating while the worker builds ahead, so the state must be a snapshot, as torch's
+  worker processes take one by pickling it;
 - the consumer, when ``next()`` returns (or raises for) a batch from worker ``w``, keeps
   the state attached to it as worker ``w``'s state; prefetched batches' states are not
   kept, so they are built again after resume;
@@ -17,21 +20,32 @@ per batch.  ``StatefulStreamItems`` (used when the dataset has both ``state_dict
   from the same worker as in the uninterrupted run.
 
 Resuming (the same ``num_workers``): each worker copies the dataset, runs
-``worker_init_fn``, then calls ``load_state_dict(its saved state)`` (if it has one) before
-``iter()``; the rotation continues after ``last`` over ``live``.
+``worker_init_fn``, then calls ``load_state_dict(a deep copy of its saved state)`` (if it
+has one) before ``iter()``; the rotation continues after ``last`` over ``live``.
+
+``num_workers=0`` (``StreamSnapshots``): the consumer iterates the dataset itself; its
+state is snapshotted (``state_dict()`` and a deep copy) before the epoch's ``iter()`` and
+after each batch ``next()`` builds, so a Ctrl-C while a batch is being built (items already
+drawn from the stream) resumes at that batch, not after the items it drew.
+
+Both keep the state of the position before the last batch too: an interrupt
+(``errors.INTERRUPTS``) after a batch was built but before ``next()`` counted it leaves
+the consumer's count one behind, and ``state(yielded)`` answers for that count.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
+from collections.abc import Callable
 from typing import Any
 
-from dataloader._engine.build import END, StreamBatcher
+from dataloader._engine.build import END, StreamBatcher, interrupted
 from dataloader._engine.items import StreamItems
 from dataloader._engine.pool import WorkerSetup
 from dataloader._engine.stats import EpochStats
 
-__all__ = ["StatefulStreamItems"]
+__all__ = ["StatefulStreamItems", "StreamSnapshots", "snapshot"]
 
 
 class _StateError:
@@ -43,16 +57,77 @@ class _StateError:
         self.exc = exc
 
 
+def snapshot(dataset: Any) -> Any:
+    """A deep copy of ``dataset.state_dict()``, or a ``_StateError`` of what that raised."""
+    try:
+        return copy.deepcopy(dataset.state_dict())
+    except Exception as exc:  # noqa: BLE001 - raised by DataLoader.state_dict()
+        return _StateError(exc)
+
+
+def _checked(state: Any) -> Any:
+    if isinstance(state, _StateError):
+        raise RuntimeError("the dataset's state_dict() raised (or its state could not be deep-copied)") from state.exc
+    return state
+
+
+def _behind(yielded: int, count: int) -> bool:
+    """``yielded`` is one behind ``count`` (an interrupt after the batch was built), else it
+    must equal ``count``."""
+    if yielded not in (count, count - 1):
+        raise RuntimeError(f"internal: the consumer yielded {yielded} batches, the stream's state has {count}")
+    return yielded != count
+
+
+class StreamSnapshots:
+    """``num_workers=0``: the dataset's state at the consumer's position (module docstring).
+
+    Args:
+        dataset: the ``IterableDataset`` (with ``state_dict``), not iterated yet this epoch.
+        yielded: the epoch's position at its start (a resumed epoch's ``yielded``).
+
+    Thread-safety: the consumer's thread only, as ``next()``; ``state`` reads two attributes.
+    """
+
+    def __init__(self, dataset: Any, yielded: int) -> None:
+        self._dataset = dataset
+        self._count = yielded  # batches built (failures included) since the epoch's start
+        self._now = snapshot(dataset)  # the state after self._count batches
+        self._before: Any = None  # the state one batch earlier
+
+    def wrap(self, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``build`` that snapshots the state after each batch (or failure) it builds."""
+        dataset = self._dataset
+
+        def built(item: Any) -> Any:
+            out = build(item)
+            if out is not END and not interrupted(out):
+                self._before, self._now = self._now, snapshot(dataset)
+                self._count += 1
+            return out
+
+        return built
+
+    def state(self, yielded: int) -> Any:
+        """The dataset's state after ``yielded`` batches of the epoch.
+
+        Raises:
+            RuntimeError: ``state_dict()`` raised, or its result could not be deep-copied.
+        """
+        return _checked(self._before if _behind(yielded, self._count) else self._now)
+
+
 class StatefulStreamItems(StreamItems):
     """``StreamItems`` that keep each worker's dataset state at the consumer's position.
 
     Args:
         resume: a ``state()`` saved by an earlier run with as many workers, or None.
+        yielded: the epoch's position at its start (the saved ``yielded`` when resumed).
     """
 
     def __init__(
         self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int,
-        resume: dict[str, Any] | None, stats: EpochStats,
+        resume: dict[str, Any] | None, stats: EpochStats, yielded: int = 0,
     ) -> None:
         super().__init__(dataset, batcher, setup, num_workers, stats)
         self._copies: list[Any] = [None] * num_workers  # worker w's copy, on w's thread only
@@ -60,6 +135,8 @@ class StatefulStreamItems(StreamItems):
         self._loaded: list[Any] | None = None
         self._saved: list[Any] = [None] * num_workers  # consumer only
         self._last_taken = -1
+        self._count = yielded  # batches taken (failures included) in the epoch
+        self._undo: tuple[int, Any, int] | None = None  # the last take: (owner, saved, last_taken) before it
         if resume is not None:
             self._loaded = list(resume["workers"])
             self._saved = list(resume["workers"])
@@ -70,7 +147,7 @@ class StatefulStreamItems(StreamItems):
         self._copies[worker_id] = mine
         loaded = self._loaded
         if loaded is not None and loaded[worker_id] is not None:
-            mine.load_state_dict(loaded[worker_id])
+            mine.load_state_dict(copy.deepcopy(loaded[worker_id]))  # the copy may keep it live
         return mine
 
     def next_item(self) -> tuple[Any, int]:
@@ -83,32 +160,31 @@ class StatefulStreamItems(StreamItems):
         out = super().build(worker_id, item)
         mine = self._copies[worker_id]
         if out is not END and mine is not None:
-            try:
-                item[0] = mine.state_dict()
-            except Exception as exc:  # noqa: BLE001 - raised by DataLoader.state_dict()
-                item[0] = _StateError(exc)
+            item[0] = snapshot(mine)  # a copy: the live dict moves on as this worker builds ahead
         return out
 
     def taken(self, owner: int, result: Any) -> bool:
         cell = self._cells[owner].popleft()  # one owner's items are taken in publication order
         keep = super().taken(owner, result)
         if keep:
+            self._undo = (owner, self._saved[owner], self._last_taken)
             self._saved[owner] = cell[0]
             self._last_taken = owner
+            self._count += 1
         return keep
 
     def stop_worker(self, worker_id: int) -> None:
         super().stop_worker(worker_id)
         self._copies[worker_id] = None
 
-    def state(self) -> dict[str, Any]:
-        """The consumer's position (module docstring).
+    def state(self, yielded: int) -> dict[str, Any]:
+        """The position after ``yielded`` batches of the epoch (module docstring).
 
         Raises:
-            RuntimeError: a worker's ``state_dict()`` raised (chained).
+            RuntimeError: a worker's ``state_dict()`` raised, or its state could not be
+                deep-copied (chained).
         """
-        saved = list(self._saved)
-        for s in saved:
-            if isinstance(s, _StateError):
-                raise RuntimeError("the dataset's state_dict() raised on a worker thread") from s.exc
-        return {"workers": saved, "last": self._last_taken, "live": list(self._live)}
+        saved, last, undo = list(self._saved), self._last_taken, self._undo
+        if _behind(yielded, self._count) and undo is not None:
+            owner, saved[owner], last = undo
+        return {"workers": [_checked(s) for s in saved], "last": last, "live": list(self._live)}
