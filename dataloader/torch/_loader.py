@@ -9,6 +9,7 @@ from typing import Any
 
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
+from dataloader.torch._threads import limit_this_thread
 from dataloader.torch._pin import PinnedCollate, pinning_available
 from dataloader.torch.collate import default_collate, default_convert
 
@@ -33,9 +34,9 @@ class DataLoader(_NumpyLoader):
     * While an epoch with ``num_workers > 0`` is open, ``torch.utils.data.get_worker_info()``
       answers inside our worker threads (see ``dataloader.torch._worker_info`` for exactly
       what is replaced in torch's modules, and when it is restored).
-    * Each worker thread calls ``torch.set_num_threads(1)`` before ``worker_init_fn``, as
-      torch's worker processes do (it applies to that thread only; the main thread keeps its
-      pool).
+    * Each worker thread gets one intra-op thread before ``worker_init_fn``, as torch's
+      worker processes do (that thread's OpenMP count only: torch's process-wide default, the
+      main thread's pool and later threads' are unchanged).
     * Workers are threads: they share torch's one global RNG; ``torch.initial_seed()`` is
       the process's.  Seed per-worker generators from
       ``get_worker_info().seed`` or use ``dataloader.item_rng()``.
@@ -125,10 +126,12 @@ class DataLoader(_NumpyLoader):
 class _TorchWorkerInit:
     """Each worker thread first sets one intra-op thread for itself, as torch's workers do.
 
-    ``torch.set_num_threads(1)`` applies to the calling thread (torch's OpenMP backend), so
-    the main thread keeps its pool for the model.  Measured: 2 worker threads running torch
-    ops were 1.5-1.8x faster than with the default pool (benchmarks/torch_intraop_threads.py).
-    The user's ``worker_init_fn`` runs after it and may set another size.
+    Only the worker thread's own OpenMP count is set (``dataloader.torch._threads``):
+    ``torch.set_num_threads(1)`` would also change torch's process-wide default, which the main
+    thread (before its first torch op) and every later thread pick up.  Measured: 2 worker
+    threads running torch ops were 1.5-1.8x faster than with the default pool
+    (benchmarks/torch_intraop_threads.py).  The user's ``worker_init_fn`` runs after it and may
+    set another size.
     """
 
     __slots__ = ("fn",)
@@ -145,9 +148,7 @@ class _TorchWorkerInit:
         return self.fn is None
 
     def __call__(self, worker_id: int) -> None:
-        import torch  # lazy: already imported by the caller; a module-level import would be the same
-
-        torch.set_num_threads(1)
+        limit_this_thread(1)
         if self.fn is not None:
             self.fn(worker_id)
 
