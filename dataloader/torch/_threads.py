@@ -52,9 +52,10 @@ def _loaded_omp_paths() -> list[str]:
 def _torch_omp_paths() -> list[str]:
     """OpenMP runtimes shipped in torch's ``lib`` folder (macOS wheels bundle ``libomp``)."""
     torch = sys.modules.get("torch")
-    if torch is None or not getattr(torch, "__file__", None):
+    path: str | None = getattr(torch, "__file__", None)
+    if path is None:
         return []
-    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    lib = os.path.join(os.path.dirname(path), "lib")
     return sorted(glob.glob(os.path.join(lib, "lib*omp*")))
 
 
