@@ -27,9 +27,10 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import sys
 import threading
 from typing import Any
+
+import torch
 
 __all__ = ["limit_this_thread", "omp_library"]
 
@@ -51,7 +52,6 @@ def _loaded_omp_paths() -> list[str]:
 
 def _torch_omp_paths() -> list[str]:
     """OpenMP runtimes shipped in torch's ``lib`` folder (macOS wheels bundle ``libomp``)."""
-    torch = sys.modules.get("torch")
     path: str | None = getattr(torch, "__file__", None)
     if path is None:
         return []
@@ -66,8 +66,6 @@ def omp_library() -> Any:
         if _looked_up:
             return _omp
         _looked_up = True
-        import torch  # lazy: only dataloader.torch calls this, with torch imported
-
         if "OpenMP" not in torch.__config__.parallel_info().split("ATen parallel backend:")[-1]:
             return None
         for path in _loaded_omp_paths() + _torch_omp_paths():
@@ -92,8 +90,6 @@ def limit_this_thread(n: int = 1) -> bool:
     lib = omp_library()
     if lib is None:
         return False
-    import torch
-
     torch.get_num_threads()  # torch's once-per-thread initialisation first (see module docstring)
     lib.omp_set_num_threads(n)
     return True
