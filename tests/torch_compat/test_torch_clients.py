@@ -69,3 +69,30 @@ def test_lightning_with_our_distributed_sampler_and_no_injection(tmp_path):
     ranks = epochs_by_rank(tmp_path, 2)
     for epoch in ("0", "1"):
         assert sorted(ranks[0][epoch] + ranks[1][epoch]) == list(range(48))
+
+
+@needs("accelerate")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("processes", "mode"), [(1, "prepare"), (2, "prepare"), (2, "ours")])
+def test_accelerate_trains_each_row_exactly_once_per_epoch(tmp_path, processes, mode):
+    script = [str(HERE / "_accelerate_script.py"), str(tmp_path), mode]
+    if processes == 1:
+        run_script(script, tmp_path, 200)
+    else:  # --multi_gpu starts the ranks with torchrun; Accelerator(cpu=True) then runs gloo on CPU
+        launch = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                  "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_ip", "127.0.0.1",
+                  "--main_process_port", "0"]
+        run_script(launch + script, tmp_path, 240)
+    ranks = epochs_by_rank(tmp_path, processes)
+    for epoch in ("0", "1"):
+        assert sorted(i for r in ranks for i in r[epoch]) == list(range(48)), epoch
+    assert ranks[0]["0"] != ranks[0]["1"]
+
+
+@needs("transformers")
+@pytest.mark.timeout(300)
+def test_hf_trainer_trains_one_epoch_through_our_loader(tmp_path):
+    run_script([str(HERE / "_hf_trainer_script.py"), str(tmp_path)], tmp_path, 240)
+    got = json.loads((tmp_path / "ids.json").read_text())
+    assert got["steps"] == 6  # 24 rows, batches of 4, 1 epoch
+    assert sorted(got["ids"]) == sorted(i % 32 for i in range(24))
