@@ -303,12 +303,13 @@ class DataLoader(Generic[T_co]):
             if self._own_sampler is not None:
                 self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
             progress, skip, streams = self._resume.begin(epoch, self.dataset)
+            seed = self._epoch_seed()
             if length is not None:
                 length = max(0, length - progress.yielded)
             pool, owned = self._pools.for_epoch()
             try:
                 it = self._plan.start(
-                    epoch_key=(self.seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self,
+                    epoch_key=(seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self,
                     progress=progress, skip=skip, stream_state=streams,
                 )
             except BaseException:
@@ -319,6 +320,12 @@ class DataLoader(Generic[T_co]):
             self._open.append(weakref.ref(it))
             self._stats = it.stats
             return it
+
+    def _epoch_seed(self) -> int:
+        """The base seed of the epoch being started (called by ``__iter__`` under the lock,
+        after the resume bookkeeping): the loader's ``seed``; ``dataloader.torch`` draws one
+        per epoch from its ``torch.Generator``, as torch does."""
+        return self.seed
 
     # -- resume ----------------------------------------------------------------------
 

@@ -121,6 +121,11 @@ class Resumer:
         self._start_error: Exception | None = None  # its state_dict() raised
         self._pending: dict[str, Any] | None = None  # loaded, for the next epoch
 
+    @property
+    def sampler(self) -> Any:
+        """What yields the epoch's work items (the ``sampler`` argument)."""
+        return self._sampler
+
     # -- epochs --------------------------------------------------------------------------
 
     def begin(self, epoch: int, dataset: Any) -> tuple[Progress, int, dict[str, Any] | None]:

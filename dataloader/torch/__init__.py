@@ -11,16 +11,47 @@ torch's argument list, and batches collated by torch's rules into ``torch.Tensor
   While an epoch with workers is open, ``torch.utils.data.get_worker_info()`` answers the
   same inside our threads (see ``dataloader/torch/_worker_info.py``).
 
+* torch's samplers and ``random_split``, re-exported (``RandomSampler``, ``SequentialSampler``,
+  ``SubsetRandomSampler``, ``WeightedRandomSampler``, ``BatchSampler``,
+  ``DistributedSampler``, ``random_split``): the loader's ``shuffle=True`` uses torch's
+  ``RandomSampler`` and draws as torch does, so one ``torch.manual_seed`` or
+  ``torch.Generator`` state gives torch's sample order (``dataloader.torch._draws``); the
+  library's constant-memory samplers stay in ``dataloader.sampler`` (``shuffle_order="feistel"``).
+
 Every torch dataset (``Dataset``, ``IterableDataset``, ``TensorDataset``, ``Subset``,
 ``ConcatDataset``, ``StackDataset``) and sampler works as it is.
 """
 
 from __future__ import annotations
 
+from torch.utils.data import (
+    BatchSampler,
+    DistributedSampler,
+    RandomSampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+    random_split,
+)
+
 from dataloader._context import WorkerInfo, item_rng
 from dataloader.torch._loader import DataLoader
 from dataloader.torch._worker_info import get_worker_info
 from dataloader.torch.collate import default_collate, default_convert
 
-__all__ = ["DataLoader", "WorkerInfo", "default_collate", "default_convert", "get_worker_info", "item_rng"]
+__all__ = [
+    "BatchSampler",
+    "DataLoader",
+    "DistributedSampler",
+    "RandomSampler",
+    "SequentialSampler",
+    "SubsetRandomSampler",
+    "WeightedRandomSampler",
+    "WorkerInfo",
+    "default_collate",
+    "default_convert",
+    "get_worker_info",
+    "item_rng",
+    "random_split",
+]
 assert sorted(__all__) == __all__, "keep __all__ sorted"

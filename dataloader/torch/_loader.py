@@ -5,37 +5,53 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
+import torch
+import torch.utils.data as tud
+
+from dataloader._datasets.base import is_iterable_dataset
+from dataloader._engine.options import check_sampling_args
+from dataloader._engine.resume import Resumer
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
+from dataloader.torch._draws import TorchDraws, TorchSamplerState
 from dataloader.torch._pin import PinnedCollate, pinning_available
+from dataloader.torch._threads import limit_this_thread
 from dataloader.torch.collate import default_collate, default_convert
 
 __all__ = ["DataLoader"]
 
 
-class DataLoader(_NumpyLoader):
-    """``torch.utils.data.DataLoader``'s signature on our thread engine; batches are tensors.
+class DataLoader(_NumpyLoader, tud.DataLoader):
+    """``torch.utils.data.DataLoader`` on our thread engine (a subclass of it); batches are tensors.
 
     The one-line swap: ``from dataloader.torch import DataLoader``.  Arguments mean what they
     mean in torch and in :class:`dataloader.DataLoader` (which documents the keyword-only
-    extras ``prefetch_depth``, ``item_concurrency``, ``transform`` and ``seed``).  Differences:
+    extras ``prefetch_depth``, ``item_concurrency``, ``transform`` and ``seed``).  torch's
+    public attributes read as torch's do (``sampler`` and ``batch_sampler`` are torch's
+    samplers, ``prefetch_factor`` is 2 with workers, ``worker_init_fn`` the user's), so a
+    client that rebuilds a torch loader from them (Lightning, Accelerate, HF ``Trainer``)
+    gets ours back with its own sampler.  Differences (docs/usage.md "Deviations from PyTorch"):
 
     * ``collate_fn=None`` uses :func:`dataloader.torch.default_collate` (torch's rules, torch
       tensors) or, with ``batch_size=None``, torch's ``default_convert``.
-    * ``generator`` may be a ``torch.Generator`` (the base seed is drawn from it once, at
-      construction) or a ``numpy.random.Generator``.
+    * Randomness is torch's (``shuffle_order="torch"``, the default): each epoch draws its base
+      seed from ``generator`` (torch's default generator when None) and ``shuffle=True`` uses
+      torch's ``RandomSampler`` seeded as torch seeds it, so the sample order for one
+      ``torch.manual_seed`` / ``torch.Generator`` state is torch's (``dataloader.torch._draws``).
+      ``shuffle_order="feistel"``, ``seed=`` or a ``numpy.random.Generator`` use the library's
+      constant-memory samplers instead (:class:`dataloader.DataLoader`'s order).
     * ``pin_memory=True`` pins each batch on its worker when CUDA is available, else it is a
       no-op; ``pin_memory_device`` is accepted (torch's deprecated argument).
-    * ``multiprocessing_context`` is accepted and ignored (workers are threads); like torch,
-      it needs ``num_workers > 0``.
-    * While an epoch with ``num_workers > 0`` is open, ``torch.utils.data.get_worker_info()``
-      answers inside our worker threads (see ``dataloader.torch._worker_info`` for exactly
-      what is replaced in torch's modules, and when it is restored).
-    * Each worker thread calls ``torch.set_num_threads(1)`` before ``worker_init_fn``, as
-      torch's worker processes do (it applies to that thread only; the main thread keeps its
-      pool).
+    * ``multiprocessing_context`` is validated as torch does and otherwise ignored (workers are
+      threads).
+    * While an epoch with ``num_workers > 0`` is open, torch's ``get_worker_info()`` answers
+      inside our worker threads (``dataloader.torch._worker_info``).
+    * Each worker thread gets one intra-op thread before ``worker_init_fn``, as torch's
+      worker processes do (that thread's OpenMP count only: torch's process-wide default, the
+      main thread's pool and later threads' are unchanged).
     * Workers are threads: they share torch's one global RNG; ``torch.initial_seed()`` is
       the process's.  Seed per-worker generators from
       ``get_worker_info().seed`` or use ``dataloader.item_rng()``.
@@ -43,8 +59,11 @@ class DataLoader(_NumpyLoader):
     Thread-safety: as :class:`dataloader.DataLoader`.
 
     Raises:
-        ValueError, TypeError: invalid arguments (torch's messages where torch has one).
+        ValueError, TypeError: invalid arguments (torch's messages where torch has one);
+            ``shuffle_order`` other than ``"torch"`` / ``"feistel"``.
     """
+
+    _auto_collation: bool = False  # a plain attribute here, not torch's read-only property
 
     def __init__(
         self,
@@ -66,29 +85,84 @@ class DataLoader(_NumpyLoader):
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
+        shuffle_order: str = "torch",
         **extras: Any,
     ) -> None:
+        if shuffle_order not in ("torch", "feistel"):
+            raise ValueError(f"shuffle_order must be 'torch' or 'feistel', got {shuffle_order!r}")
         if multiprocessing_context is not None and num_workers == 0:
             raise ValueError(
                 "multiprocessing_context can only be used with multi-process loading "
                 f"(num_workers > 0), but got num_workers={num_workers}"
             )
+        iterable = is_iterable_dataset(dataset)
+        size, drop = check_sampling_args(
+            iterable=iterable, shuffle=bool(shuffle), sampler=sampler, batch_sampler=batch_sampler,
+            batch_size=batch_size, drop_last=drop_last,
+        )
+        torch_rng = shuffle_order == "torch" and extras.get("seed") is None and (
+            generator is None or isinstance(generator, torch.Generator)
+        )
+        args = _torch_sampling(dataset, iterable, torch_rng, bool(shuffle), sampler, batch_sampler, size, drop, generator)
         if collate_fn is None:
             auto_collation = batch_sampler is not None or batch_size is not None
             collate_fn = default_collate if auto_collation else default_convert
+        user_collate = collate_fn
         self.pin_memory_device = pin_memory_device
-        self.multiprocessing_context = multiprocessing_context
         self._epochs: weakref.WeakSet[_TorchEpoch] = weakref.WeakSet()  # open epochs with workers
         self._epochs_lock = threading.Lock()
         if pin_memory and pinning_available():
             collate_fn = PinnedCollate(collate_fn, pin_memory_device)
-        worker_init_fn = _TorchWorkerInit(worker_init_fn)
         super().__init__(
-            dataset, batch_size, bool(shuffle), sampler, batch_sampler, num_workers, collate_fn,
-            bool(pin_memory), drop_last, timeout, worker_init_fn, generator,
-            prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
-            in_order=in_order, **extras,
+            dataset, args.batch_size, args.shuffle, args.sampler, args.batch_sampler, num_workers, collate_fn,
+            bool(pin_memory), args.drop_last, timeout, _TorchWorkerInit(worker_init_fn),
+            None if torch_rng else generator, prefetch_factor=prefetch_factor,
+            persistent_workers=persistent_workers, in_order=in_order, **extras,
         )
+        self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
+        self._set_torch_attributes(args, size, drop, generator, user_collate, prefetch_factor, multiprocessing_context)
+
+    def _set_torch_attributes(
+        self, args: _Sampling, size: int | None, drop: bool, generator: Any, collate_fn: Any,
+        prefetch_factor: int | None, multiprocessing_context: Any,
+    ) -> None:
+        """torch's attributes, as torch's ``__init__`` leaves them (the engine has its own copies)."""
+        for name, value in (("batch_size", size), ("drop_last", drop), ("generator", generator),
+                            ("collate_fn", collate_fn)):
+            object.__setattr__(self, name, value)
+        if args.shown_sampler is not None:
+            object.__setattr__(self, "sampler", args.shown_sampler)
+        if args.shown_batch_sampler is not None:
+            object.__setattr__(self, "batch_sampler", args.shown_batch_sampler)
+        workers = self.num_workers
+        if prefetch_factor is None and isinstance(workers, int) and workers > 0:
+            self.prefetch_factor = 2  # torch's default, read by clients that rebuild the loader
+        if isinstance(workers, int):
+            tud.DataLoader.multiprocessing_context.fset(self, multiprocessing_context)  # torch's checks
+        else:
+            object.__setattr__(self, "_DataLoader__multiprocessing_context", multiprocessing_context)
+        root = self._resume.sampler  # what the engine iterates (None for an IterableDataset)
+        if root is not None and not hasattr(root, "state_dict"):
+            self._resume = Resumer(TorchSamplerState(root, self._draws), self._plan.num_workers)
+
+    def _epoch_seed(self) -> int:
+        return self._draws.epoch_start() if self._draws is not None else self.seed
+
+    @property
+    def worker_init_fn(self) -> Callable[[int], None] | None:
+        """The user's ``worker_init_fn`` (None if none); assigning it applies from the next epoch
+        (torch's rule), as Lightning's ``seed_everything(workers=True)`` does."""
+        init = self.__dict__.get("_worker_init")
+        return init.fn if init is not None else None
+
+    @worker_init_fn.setter
+    def worker_init_fn(self, fn: Any) -> None:
+        if isinstance(fn, _TorchWorkerInit):  # the engine's wrapper, set by the base __init__
+            self.__dict__["_worker_init"] = fn
+            return
+        if fn is not None and not callable(fn):
+            raise TypeError(f"worker_init_fn must be callable or None, got {type(fn).__name__}")
+        self.__dict__["_worker_init"].fn = fn
 
     def __iter__(self) -> Any:
         """Start an epoch; with workers, ``torch.utils.data.get_worker_info()`` answers in them.
@@ -125,10 +199,12 @@ class DataLoader(_NumpyLoader):
 class _TorchWorkerInit:
     """Each worker thread first sets one intra-op thread for itself, as torch's workers do.
 
-    ``torch.set_num_threads(1)`` applies to the calling thread (torch's OpenMP backend), so
-    the main thread keeps its pool for the model.  Measured: 2 worker threads running torch
-    ops were 1.5-1.8x faster than with the default pool (benchmarks/torch_intraop_threads.py).
-    The user's ``worker_init_fn`` runs after it and may set another size.
+    Only the worker thread's own OpenMP count is set (``dataloader.torch._threads``):
+    ``torch.set_num_threads(1)`` would also change torch's process-wide default, which the main
+    thread (before its first torch op) and every later thread pick up.  Measured: 2 worker
+    threads running torch ops were 1.5-1.8x faster than with the default pool
+    (benchmarks/torch_intraop_threads.py).  The user's ``worker_init_fn`` runs after it and may
+    set another size.
     """
 
     __slots__ = ("fn",)
@@ -145,9 +221,7 @@ class _TorchWorkerInit:
         return self.fn is None
 
     def __call__(self, worker_id: int) -> None:
-        import torch  # lazy: already imported by the caller; a module-level import would be the same
-
-        torch.set_num_threads(1)
+        limit_this_thread(1)
         if self.fn is not None:
             self.fn(worker_id)
 
@@ -193,3 +267,48 @@ class _TorchEpoch:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+@dataclass
+class _Sampling:
+    """What the torch face gives the engine (``sampler`` ... ``shuffle``) and what it shows as
+    torch's attributes (``shown_*``; None: the engine's own)."""
+
+    sampler: Any
+    batch_sampler: Any
+    batch_size: int | None
+    drop_last: bool
+    shuffle: bool
+    own_generator: Any = None
+    shown_sampler: Any = None
+    shown_batch_sampler: Any = None
+
+
+def _torch_sampling(
+    dataset: Any, iterable: bool, torch_rng: bool, shuffle: bool, sampler: Any, batch_sampler: Any,
+    batch_size: int | None, drop_last: bool, generator: Any,
+) -> _Sampling:
+    """torch's default samplers (torch's randomness), and torch's ``BatchSampler`` over a sampler.
+
+    Left to the engine (its own constant-memory samplers): the Feistel order
+    (``torch_rng=False``) without a user sampler.
+    """
+    if iterable:  # torch shows an infinite constant sampler (and a BatchSampler over it)
+        shown = tud.dataloader._InfiniteConstantSampler()
+        shown_bs = tud.BatchSampler(shown, batch_size, drop_last) if batch_size is not None else None
+        return _Sampling(None, None, batch_size, drop_last, False, None, shown, shown_bs)
+    if batch_sampler is not None:
+        return _Sampling(None, batch_sampler, 1, False, False, None, tud.SequentialSampler(dataset))
+    own = None
+    if sampler is None:
+        if not torch_rng:
+            return _Sampling(None, None, batch_size, drop_last, shuffle)
+        if shuffle:
+            own = torch.Generator() if generator is None else None
+            sampler = tud.RandomSampler(dataset, generator=generator if generator is not None else own)
+        else:
+            sampler = tud.SequentialSampler(dataset)
+    if batch_size is None:
+        return _Sampling(sampler, None, None, False, False, own)
+    batches = tud.BatchSampler(sampler, batch_size, drop_last)
+    return _Sampling(None, batches, 1, False, False, own, sampler)

@@ -252,15 +252,14 @@ def test_torch_generator_seeds_shuffle_reproducibly():
     assert sorted(i for b in first for i in b) == sorted((torch.arange(N) % 5).tolist())
 
 
-def test_the_base_seed_is_drawn_once_from_the_generator_as_torch_draws_it():
-    g = torch.Generator().manual_seed(9)
-    loader = dt.DataLoader(tensors(), generator=g)
-    expected = torch.empty((), dtype=torch.int64).random_(generator=torch.Generator().manual_seed(9)).item()
-    assert loader.seed == expected
-    after = g.get_state()
-    list(loader)
-    list(loader)
-    assert torch.equal(g.get_state(), after)  # epochs do not draw from it again
+def test_each_epoch_draws_from_the_generator_as_torchs_loader_does():
+    g, t_g = torch.Generator().manual_seed(9), torch.Generator().manual_seed(9)
+    loader, theirs = dt.DataLoader(tensors(), generator=g), tud.DataLoader(tensors(), generator=t_g)
+    assert torch.equal(g.get_state(), t_g.get_state())  # nothing drawn at construction
+    for _ in range(2):  # one base seed per epoch, drawn at iter(loader)
+        list(loader)
+        list(theirs)
+        assert torch.equal(g.get_state(), t_g.get_state())
 
 
 def test_the_numpy_loader_collates_torch_tensors_into_tensors():

@@ -2,7 +2,7 @@
 
 PyTorch's documented ``IterableDataset`` example must shard correctly with
 ``dataloader.torch.DataLoader(num_workers=2)``, unchanged; torch's module attributes are
-replaced only while an epoch with workers is open, and restored afterwards.
+function runs a thread-aware body only while an epoch with workers is open, and its own after.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataloader.torch import _worker_info  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 ORIGINAL = torch_worker.get_worker_info
+ORIGINAL_CODE = ORIGINAL.__code__
 
 
 class MyIterableDataset(torch.utils.data.IterableDataset):
@@ -49,7 +50,13 @@ class MyIterableDataset(torch.utils.data.IterableDataset):
 
 
 def torch_functions():
-    return (tud.get_worker_info, torch_dataloader.get_worker_info, torch_worker.get_worker_info)
+    """torch's three names for the function, and whether it runs its own body."""
+    return (tud.get_worker_info, torch_dataloader.get_worker_info, torch_worker.get_worker_info,
+            ORIGINAL.__code__ is ORIGINAL_CODE)
+
+
+UNTOUCHED = (ORIGINAL, ORIGINAL, ORIGINAL, True)
+THREAD_AWARE = (ORIGINAL, ORIGINAL, ORIGINAL, False)
 
 
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
@@ -62,17 +69,17 @@ def test_documented_iterable_example_yields_each_item_once(num_workers):
         assert got == [3, 5, 4, 6]  # the output torch's documentation shows for num_workers=2
 
 
-def test_torch_functions_are_replaced_only_while_an_epoch_runs():
-    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+def test_torchs_function_is_thread_aware_only_while_an_epoch_runs():
+    assert torch_functions() == UNTOUCHED
     loader = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
     it = iter(loader)
-    assert torch_functions() == (_worker_info.get_worker_info,) * 3
+    assert torch_functions() == THREAD_AWARE
     assert torch.utils.data.get_worker_info() is None  # the consumer thread is no worker
     next(it)
     it.close()
-    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    assert torch_functions() == UNTOUCHED
     list(loader)  # an exhausted epoch restores them too
-    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    assert torch_functions() == UNTOUCHED
     loader.close()
 
 
@@ -81,9 +88,9 @@ def test_installation_is_refcounted_across_overlapping_epochs():
     b = dt.DataLoader(MyIterableDataset(0, 8), num_workers=2)
     ia, ib = iter(a), iter(b)
     ia.close()
-    assert _worker_info.installed() and tud.get_worker_info is _worker_info.get_worker_info
+    assert _worker_info.installed() and torch_functions() == THREAD_AWARE
     assert sorted(int(x) for x in ib) == list(range(8))
-    assert not _worker_info.installed() and tud.get_worker_info is ORIGINAL
+    assert not _worker_info.installed() and torch_functions() == UNTOUCHED
     a.close()
     b.close()
 
@@ -96,7 +103,7 @@ def test_a_dropped_epoch_restores_torch_on_collection():
     next(it)
     del it
     gc.collect()
-    assert tud.get_worker_info is ORIGINAL
+    assert torch_functions() == UNTOUCHED
     loader.close()
 
 
@@ -121,7 +128,7 @@ def test_the_numpy_loader_never_touches_torch():
     with dataloader.DataLoader(list(range(8)), batch_size=2, num_workers=2) as loader:
         seen = []
         for _ in loader:
-            seen.append(tud.get_worker_info is ORIGINAL)
+            seen.append(torch_functions() == UNTOUCHED)
     assert all(seen)
 
 
@@ -174,7 +181,7 @@ def test_concurrent_epochs_from_several_threads_restore_torch_at_the_end():
     for t in threads:
         t.join(30)
     assert not errors
-    assert torch_functions() == (ORIGINAL, ORIGINAL, ORIGINAL)
+    assert torch_functions() == UNTOUCHED
 
 
 def test_auto_builds_inline_unless_a_worker_init_fn_is_given():
@@ -200,3 +207,26 @@ def test_auto_builds_inline_unless_a_worker_init_fn_is_given():
     list(with_init)
     assert seen[0] is not None and with_init.stats.active_workers >= 1
     with_init.close()
+
+
+# Bound at import time, before any epoch: the pattern torch's docs do not forbid.
+from torch.utils.data import get_worker_info as bound_early  # noqa: E402
+
+
+class EarlyBoundIterable(tud.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = bound_early()
+        if info is None:
+            return iter(range(self.n))
+        return iter(range(info.id, self.n, info.num_workers))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2, 3])
+def test_get_worker_info_bound_before_the_epoch_answers_in_worker_threads(num_workers):
+    with dt.DataLoader(EarlyBoundIterable(12), batch_size=None, num_workers=num_workers) as loader:
+        got = [int(x) for x in loader]
+    assert sorted(got) == list(range(12))  # each item once, not once per worker
+    assert bound_early() is None  # the consumer thread is no worker
