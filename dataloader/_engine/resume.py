@@ -126,6 +126,18 @@ class Resumer:
         """What yields the epoch's work items (the ``sampler`` argument)."""
         return self._sampler
 
+    @property
+    def layout(self) -> Layout | None:
+        """How the loader cuts its epochs (the ``layout`` argument)."""
+        return self._layout
+
+    def amend_start_state(self, key: str, value: Any) -> None:
+        """Set ``key`` of the sampler's state kept for the epoch started last (a copy of
+        ``value``): for draws a sampler's epoch makes after ``begin`` took its state (the
+        torch face's per-epoch seeds, ``dataloader.torch._draws``).  No-op without a dict."""
+        if isinstance(self._start_state, dict):
+            self._start_state[key] = copy.deepcopy(value)
+
     # -- epochs --------------------------------------------------------------------------
 
     def begin(self, epoch: int, dataset: Any) -> tuple[Progress, int, dict[str, Any] | None]:

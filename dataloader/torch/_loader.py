@@ -143,10 +143,16 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
             object.__setattr__(self, "_DataLoader__multiprocessing_context", multiprocessing_context)
         root = self._resume.sampler  # what the engine iterates (None for an IterableDataset)
         if root is not None and not hasattr(root, "state_dict"):
-            self._resume = Resumer(TorchSamplerState(root, self._draws), self._plan.num_workers)
+            self._resume = Resumer(TorchSamplerState(root, self._draws), self._plan.num_workers, self._resume.layout)
 
     def _epoch_seed(self) -> int:
-        return self._draws.epoch_start() if self._draws is not None else self.seed
+        draws = self._draws
+        if draws is None:
+            return self.seed
+        seed = draws.epoch_start()
+        if draws.current is not None:  # the state begin() kept was taken before these draws
+            self._resume.amend_start_state("draws", draws.current["draws"])
+        return seed
 
     @property
     def worker_init_fn(self) -> Callable[[int], None] | None:

@@ -120,3 +120,15 @@ def test_feistel_order_is_the_numpy_faces():
     assert isinstance(ours.sampler, dataloader.RandomSampler)
     with pytest.raises(ValueError, match="shuffle_order must be 'torch' or 'feistel', got 'numpy'"):
         dt.DataLoader(data(), shuffle_order="numpy")
+
+
+def test_a_torch_sampler_state_records_and_checks_how_the_loader_cuts_its_epoch():
+    with dt.DataLoader(data(), batch_size=4, shuffle=True, generator=gen(3)) as loader:
+        it = iter(loader)
+        next(it)
+        state = loader.state_dict()
+        it.close()
+    assert state["loader"]["batch_size"] == 4 and state["loader"]["dataset_len"] == N
+    other = dt.DataLoader(data(), batch_size=8, shuffle=True, generator=gen(3))
+    with pytest.raises(ValueError, match="batch_size"):
+        other.load_state_dict(state)
