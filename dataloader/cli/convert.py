@@ -20,7 +20,8 @@ Columns (``--label-columns``, ``--columns``, ``--drop-columns``) are given by
 position or by name: an integer is always a position (0-based, negative from
 the end), even where a header column has that name; ``name:X`` is the header
 column named ``X`` (``name:4`` for a column named "4"); any other token is a
-name.  Positions work for every format, names for CSV with a header.  Give
+name (refused when several header columns have it: give its position).
+Positions work for every format, names for CSV with a header.  Give
 several columns as several words or separated by commas.
 
 The input is read and written in blocks, so a file larger than memory
