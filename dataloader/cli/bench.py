@@ -14,7 +14,9 @@ the loader picks its worker count during the first epoch.
 After the epochs, the loader's statistics of its last epoch (``DataLoader.stats``)
 as a small table; ``--plot FILE.png`` also draws that epoch's timeline of the
 consumer's waits and the threads building batches (needs matplotlib: the ``plot``
-extra).
+extra), written at exactly FILE.png; the suffix picks the format (.png, .svg,
+.pdf, ...; PNG without one), and the folder and the suffix are checked before
+the epochs run.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from dataloader.cli._common import (
     open_ndf_or_fail,
     progress,
 )
-from dataloader.cli._plot import plot_timeline, require_matplotlib
+from dataloader.cli._plot import check_plot_path, plot_timeline
 from dataloader.cli._runtime import describe_runtime
 from dataloader.ndf import NDF_HEADER, NdfDataset
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -109,8 +111,8 @@ def _check(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value < low:
             raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
-    if args.plot is not None:
-        require_matplotlib()  # before the epochs run, not after
+    if args.plot is not None:  # before the epochs run, not after
+        args.plot_format = check_plot_path(args.plot)
 
 
 def _index_batches(
@@ -233,6 +235,6 @@ def run(args: argparse.Namespace) -> int:
         title = f"{args.file}: epoch {stats.epoch + 1}, num_workers={loader.num_workers!r}"
         if loader.num_workers == "auto":
             title += f" ({workers_text(stats)})"
-        plot_timeline(stats, args.plot, title)
+        plot_timeline(stats, args.plot, title, fmt=args.plot_format)
         print(f"timeline written to {args.plot}")
     return 0
