@@ -116,7 +116,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "spaces and tabs",
     )
     p.add_argument(
-        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block"
+        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS,
+        help="CSV: lines parsed per block, at most (a block is also at most ~2 MiB of text)",
     )
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
