@@ -43,6 +43,7 @@ import numpy as np
 
 __all__ = [
     "DTYPES",
+    "ConversionError",
     "MMAP_AUTO_MAX_BYTES",
     "NDF_HEADER",
     "NDF_HEADER_BYTES",
@@ -129,6 +130,34 @@ class Layout:
         if self.label_names is not None:
             meta["label_names"] = list(self.label_names)
         return meta
+
+
+class ConversionError(ValueError):
+    """A value that storing as the file's dtype would change (NdfWriter.append).
+
+    Attributes:
+        path: the file being written.  part: "x_rows" or "y_rows".  row: the
+        value's row in the file (0-based).  column: its column in x or y.
+        value: the value (a Python number).  dtype: the file's dtype it does
+        not fit.
+    """
+
+    def __init__(self, path: str, part: str, row: int, column: int, value: Any,
+                 dtype: np.dtype) -> None:
+        self.path, self.part, self.row, self.column, self.value = path, part, row, column, value
+        self.dtype = dtype.newbyteorder("=")
+        super().__init__(
+            f"{path!r}: {part} value {value!r} (row {row} of the file, column {column}) "
+            f"cannot be stored as {self.dtype}: {self.reason}"
+        )
+
+    @property
+    def reason(self) -> str:
+        """Why, e.g. ``it is not a whole number in int64's range`` or ``it is outside
+        float32's range (it would become inf)``."""
+        if self.dtype.kind in "iu":
+            return f"it is not a whole number in {self.dtype}'s range"
+        return f"it is outside {self.dtype}'s range (it would become inf)"
 
 
 def as_dtype(value: Any, name: str) -> np.dtype:

@@ -42,7 +42,8 @@ class NdfFile:
         x_dtype, y_dtype (numpy dtypes of the features and labels, native byte
         order: float64 for a version-1 file), feature_names, label_names
         (tuples of d and l column names, or None where the file has none),
-        version (1 or 2, see ``dataloader.ndf``).
+        version (1 or 2, see ``dataloader.ndf``), data_offset (byte offset of
+        row 0: 28 in a version-1 file).
 
     Thread-safety: every method may be called from many threads at once.
     Reads do not share a file position; ``close()`` while other threads
@@ -90,7 +91,7 @@ class NdfFile:
         self.n, self.d, self.l = layout.n, layout.d, layout.l
         self.x_dtype, self.y_dtype = layout.x_dtype, layout.y_dtype
         self.feature_names, self.label_names = layout.feature_names, layout.label_names
-        self.version = layout.version
+        self.version, self.data_offset = layout.version, layout.data_offset
         if access == "auto":
             access = "mmap" if file_bytes <= MMAP_AUTO_MAX_BYTES else "pread"
         self.access = access

@@ -24,6 +24,7 @@ import numpy as np
 from dataloader._ndf.format import (
     NDF_MAX_FILE_BYTES,
     WRITE_CHUNK_BYTES,
+    ConversionError,
     Layout,
     as_dtype,
     as_real_array,
@@ -166,9 +167,10 @@ class NdfWriter:
         Raises:
             TypeError: a non-real dtype (complex, object, str, ...).
             ValueError: shapes that do not match (k, d) / (k, l), missing
-                y_rows when l > 0, a writer already closed, or a value the
-                conversion would change (its row in the file and its column
-                named); the writer is then aborted.
+                y_rows when l > 0, or a writer already closed.
+            ConversionError (a ValueError): a value the conversion would
+                change (its row in the file and its column named); the writer
+                is then aborted.
             OSError: the write failed; the writer is then aborted.
         """
         x = as_real_array(x_rows, "x_rows")
@@ -332,7 +334,7 @@ def _convert_into(out: np.ndarray, src: np.ndarray, first_row: int, what: str, p
     """``out[...] = src``, refusing a value the conversion changes (see NdfWriter.append).
 
     Raises:
-        ValueError: the first such value, with its row in the file and its column.
+        ConversionError: the first such value, with its row in the file and its column.
     """
     with np.errstate(invalid="ignore", over="ignore"):
         out[...] = src
@@ -347,11 +349,7 @@ def _convert_into(out: np.ndarray, src: np.ndarray, first_row: int, what: str, p
         bad = np.isinf(out)
     if bad.any():
         i, j = (int(v) for v in np.argwhere(bad)[0])
-        kind = "a whole number in its range" if out.dtype.kind in "iu" else "finite there"
-        raise ValueError(
-            f"{path!r}: {what} value {src[i, j].item()!r} (row {first_row + i} of the file, "
-            f"column {j}) cannot be stored as {out.dtype.newbyteorder('=')}: it is not {kind}"
-        )
+        raise ConversionError(path, what, first_row + i, j, src[i, j].item(), out.dtype)
 
 
 def _fsync_directory(directory: str) -> None:
