@@ -226,7 +226,10 @@ def open_csv(
         text.close()
         raw.close()  # a GzipFile does not close the file it was given
 
-    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes)
+    feature_names = [names[j] for j in features] if header else None
+    label_names = [names[j] for j in labels] if header else None
+    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes,
+                  feature_names, label_names)
 
 
 class _Dialect:

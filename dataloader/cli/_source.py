@@ -39,6 +39,8 @@ class Source:
         names: the column names (CSV header, or positions as strings).
         notes: what the reader decided on its own (header or not, which column
             a token picked), printed by ``convert`` unless ``--quiet``.
+        feature_names, label_names: the names of the d feature and l label
+            columns from a CSV header (kept in the .ndf file), or None.
     """
 
     path: str
@@ -50,6 +52,8 @@ class Source:
     close: Callable[[], None] = field(default=lambda: None)
     names: Sequence[str] = ()
     notes: list[str] = field(default_factory=list)
+    feature_names: Sequence[str] | None = None
+    label_names: Sequence[str] | None = None
 
 
 def check_numeric_dtype(dtype: np.dtype, path: str, what: str) -> None:

@@ -3,8 +3,9 @@
 Every epoch runs twice over the same batches of row indices: once through
 ``DataLoader(NdfDataset(FILE))`` (worker threads, native gathering), once
 through a plain NumPy loop, ``numpy.memmap(FILE)[batch]``.  Both yield every
-row of the file as float64; both include drawing the indices.  Printed per
-epoch: rows/s and MB/s (10**6 bytes of float64 delivered) of each, and the
+row of the file in its dtypes (float64 unless it was written with others); both
+include drawing the indices.  Printed per
+epoch: rows/s and MB/s (10**6 bytes of rows delivered) of each, and the
 loader's ratio to the NumPy loop (> 1: the loader is faster); the median row's ratio
 is the median of the epochs' ratios (each epoch beside its own NumPy run), not the
 ratio of the two medians.  The first epoch may read the file from disk; later ones
@@ -42,6 +43,8 @@ from dataloader.cli._common import (
 from dataloader.cli._plot import check_plot_path, plot_timeline
 from dataloader.cli._runtime import describe_runtime
 from dataloader.ndf import NDF_HEADER, NdfDataset
+
+FLOAT64 = np.dtype(np.float64)
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["SHORT_EPOCH_S", "add_parser", "numpy_batches", "run"]
@@ -135,12 +138,27 @@ def numpy_batches(
     shuffle: bool,
     seed: int,
     epoch: int,  # noqa: E741
+    *,
+    offset: int = NDF_HEADER.size,
+    x_dtype: np.dtype = FLOAT64,
+    y_dtype: np.dtype = FLOAT64,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
-    mm = np.memmap(path, dtype="<f8", mode="r", offset=NDF_HEADER.size, shape=(n, d + l))
+    """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch.
+
+    ``offset``: the rows' byte offset in the file; ``x_dtype``, ``y_dtype``: the
+    file's dtypes (a float64 file is one (n, d + l) array, others a record per row).
+    """
+    if x_dtype == y_dtype == FLOAT64:
+        mm = np.memmap(path, dtype="<f8", mode="r", offset=offset, shape=(n, d + l))
+        for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
+            rows = mm[idx]
+            yield rows[:, :d], rows[:, d:]
+        return
+    record = np.dtype([("x", x_dtype.newbyteorder("<"), (d,)), ("y", y_dtype.newbyteorder("<"), (l,))])
+    records = np.memmap(path, dtype=record, mode="r", offset=offset, shape=(n,))
     for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
-        rows = mm[idx]
-        yield rows[:, :d], rows[:, d:]
+        rows = records[idx]
+        yield rows["x"], rows["y"]
 
 
 def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
@@ -151,7 +169,7 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 def run(args: argparse.Namespace) -> int:
     _check(args)
     file = open_ndf_or_fail(args.file)
-    n, d, l = file.n, file.d, file.l  # noqa: E741
+    n, d, l, offset = file.n, file.d, file.l, file.data_offset  # noqa: E741
     if n == 0:
         file.close()
         raise CliError(f"{args.file}: has no rows")
@@ -168,9 +186,11 @@ def run(args: argparse.Namespace) -> int:
     except CliError:
         file.close()
         raise
-    row_bytes = (d + l) * 8
+    row_bytes = d * file.x_dtype.itemsize + l * file.y_dtype.itemsize
+    parts = f"{d + l} float64" if file.x_dtype == file.y_dtype == FLOAT64 else (
+        f"({d} {file.x_dtype}" + (f" + {l} {file.y_dtype})" if l else ")"))
     print(
-        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)} of rows), "
+        f"bench {args.file}: {n:,} rows x {parts} ({format_bytes(n * row_bytes)} of rows), "
         f"access={file.access}"
     )
     print(
@@ -204,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 rows = nbytes = 0
                 for x, y in numpy_batches(
-                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch
+                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch,
+                    offset=offset, x_dtype=file.x_dtype, y_dtype=file.y_dtype,
                 ):
                     rows += x.shape[0]
                     nbytes += x.nbytes + y.nbytes
