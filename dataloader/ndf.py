@@ -1,18 +1,24 @@
-"""`.ndf` row files: n rows of d float64 features and l float64 labels.
+"""`.ndf` row files: n rows of d features and l labels (float64 unless written otherwise).
 
-Binary layout (little-endian; header = the ``NDF_HEADER`` struct, 28 bytes)::
+Binary layout, version 1 (little-endian; header = the ``NDF_HEADER`` struct, 28 bytes)::
 
     b"NDF1" | u64 n | u64 d | u64 l | n rows of (d + l) float64: x[0:d], y[0:l]
 
 The file size is exactly ``28 + n * (d + l) * 8``; d >= 1, l may be 0.
+Version 2 (``b"NDF2"``) adds the dtypes of x and of y (float64/32/16,
+int64/32/16/8, uint8) and a JSON object of metadata (the column names) after
+the header; see ``dataloader._ndf.format`` for its bytes.  Files written with
+float64 and no names are version 1; every reader opens both.
 
 Writing: `save_ndf` for arrays in memory, `NdfWriter` chunk by chunk for
 files larger than RAM; both are atomic (temporary file + fsync + rename).
+``x_dtype=np.float32, y_dtype=np.int64`` stores what a torch model and
+``CrossEntropyLoss`` take; ``feature_names`` / ``label_names`` keep names.
 
 Reading: `open_ndf` / `NdfFile` validate the header against the file size
-and gather rows into C-contiguous float64 arrays in native code that runs
-without the GIL, so many threads read one file at once.  Two access paths
-(``access=``):
+and gather rows into C-contiguous arrays of the file's dtypes in native code
+that runs without the GIL, so many threads read one file at once.  Two access
+paths (``access=``):
 
 * ``"mmap"``: the file is mapped read-only and each row is one ``memcpy``
   from the mapping (no system call per row).  Fastest for page-cached
@@ -27,7 +33,9 @@ without the GIL, so many threads read one file at once.  Two access paths
   (512 MiB), ``"pread"`` above.
 
 Neither path ever loads the whole file.  `NdfDataset` wraps a file as a
-map-style dataset whose ``__getitems__`` is one native gather.
+map-style dataset whose ``__getitems__`` is one native gather;
+``NdfDataset(path, scalar_labels=True)`` gives the one label column as
+batches of shape (B,) (class ids for ``CrossEntropyLoss``).
 """
 
 from __future__ import annotations

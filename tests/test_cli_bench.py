@@ -146,3 +146,42 @@ def test_bench_lets_the_loader_pick_its_workers_and_flags_epochs_too_short_to_ti
     out = capsys.readouterr().out
     assert "num_workers=auto" in out and "last epoch (DataLoader.stats, num_workers='auto')" in out
     assert re.search(r"^note: an epoch took [\d.]+ (us|ms): too short to time reliably", out, re.M), out
+
+
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [
+        ("missing/t.png", "folder {tmp}/missing does not exist"),
+        (".", "is a folder; give a file name"),
+    ],
+)
+def test_bench_refuses_a_plot_path_it_cannot_write_before_the_epochs_run(
+    path, tmp_path, capsys, where, needle
+):
+    target = tmp_path / where
+    assert main(["bench", str(path), "--epochs", "1", "--no-baseline", "--plot", str(target)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and needle.format(tmp=tmp_path) in lines[0], captured.err
+    assert "epoch" not in captured.out  # refused before any epoch ran
+    assert not (tmp_path / "missing").exists()
+
+
+def test_bench_refuses_a_plot_suffix_matplotlib_cannot_write(path, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "t.xyz"
+    assert main(["bench", str(path), "--epochs", "1", "--no-baseline", "--plot", str(target)]) == 2
+    captured = capsys.readouterr()
+    assert "matplotlib cannot write .xyz files (it writes" in captured.err and ".png" in captured.err
+    assert "epoch" not in captured.out and not target.exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("name", "magic"), [("timeline", b"\x89PNG"), ("t.svg", b"<?xml")])
+def test_bench_plot_is_written_at_exactly_the_path_given(path, tmp_path, capsys, name, magic):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / name
+    assert main(["bench", str(path), "--epochs", "1", "--no-baseline", "--plot", str(target)]) == 0
+    assert f"timeline written to {target}" in capsys.readouterr().out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b.ndf", name])
+    assert target.read_bytes().startswith(magic)

@@ -120,6 +120,29 @@ def test_bad_column_and_dialect_options(tmp_path, capsys, body, opts, needle):
     assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, needle)
 
 
+@pytest.mark.parametrize(
+    "opts",
+    [
+        ["--label-columns", "a"],
+        ["--label-columns", "name:a"],
+        ["--label-columns", "label", "--drop-columns", "a"],
+        ["--label-columns", "label", "--columns", "name:a"],
+    ],
+)
+def test_a_name_that_several_header_columns_have_is_refused_with_their_positions(
+    tmp_path, capsys, opts
+):
+    (tmp_path / "t.csv").write_text("a,a,label\n1,2,0\n3,4,1\n")
+    rc = convert(tmp_path / "t.csv", tmp_path / "t.ndf", *opts)
+    line = assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, "'a' is ambiguous", "columns 0, 1")
+    assert "give the position" in line
+    # positions still pick one of them
+    assert convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--label-columns", "label", "--drop-columns", "1") == 0
+    x, y = read_back(tmp_path / "t.ndf")
+    np.testing.assert_array_equal(x, [[1], [3]])
+    np.testing.assert_array_equal(y, [[0], [1]])
+
+
 def test_skip_rows_skips_lines_before_the_header_and_keeps_line_numbers(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("# exported 2024\n# by a tool, with, commas\nx,y\n1,2\n3,4\n")
     assert convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--skip-rows", "2", "--label-columns", "y") == 0

@@ -209,7 +209,19 @@ def _write(path, data: bytes):
 @pytest.mark.parametrize("data, problem", [
     (b"", "shorter than 28"),
     (b"NDF1" + b"\0" * 10, "shorter than 28"),
-    (b"NDF2" + struct.pack("<QQQ", 0, 1, 0), "magic"),
+    (b"NDF3" + struct.pack("<QQQ", 0, 1, 0), "magic"),
+    (b"NDF2" + struct.pack("<QQQ", 0, 1, 0), "version-2 header is 28 bytes, shorter than 44"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 0, b"<c8", b"<f8", 4) + b"{}  ", "x dtype b'<c8"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 0, b"<f4", b"|O", 4) + b"{}  ", "y dtype b'|O"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 0, b"<f4", b"<i8", 99) + b"{}  ", "99 bytes of metadata"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 0, b"<f4", b"<i8", 4) + b"[]  ", "not an object"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 0, b"<f4", b"<i8", 4) + b"{]  ", "not UTF-8 JSON"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 2, 0, b"<f4", b"<i8", 28)
+     + b'{"feature_names": ["a"]}    ', "'feature_names' has 1 names for 2 columns"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 0, 1, 1, b"<f4", b"<i8", 20)
+     + b'{"label_names": [7]}', "'label_names' is not a list of strings"),
+    (b"NDF2" + struct.pack("<QQQ4s4sQ", 1, 1, 1, b"<f4", b"<i8", 4) + b"{}  " + b"\0" * 11,
+     "needs 60 bytes"),
     (b"PK\x03\x04" + b"\0" * 40, "magic"),
     (NDF_HEADER.pack(b"NDF1", 0, 0, 0), "d=0"),
     (NDF_HEADER.pack(b"NDF1", 1, 2, 0) + b"\0" * 15, "needs 44 bytes"),

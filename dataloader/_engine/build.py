@@ -179,7 +179,7 @@ class Fetcher(Builder):
     +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
     """
 
-    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native", "_rows")
+    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native", "_rows", "_y_shape")
 
     def __init__(
         self,
@@ -206,6 +206,9 @@ class Fetcher(Builder):
         # subclass's): workers build these batches with no Python (_native/_rowjobs.pyx).
         rows = getattr(dataset, "_native_rows", None) if plain else None
         self._rows = rows() if rows is not None else None
+        # An NdfDataset(scalar_labels=True) gathers y as (B,): _native_y_shape() is ()
+        y_shape = getattr(dataset, "_native_y_shape", None) if self._rows is not None else None
+        self._y_shape = y_shape() if y_shape is not None else None
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
         items: Any
@@ -262,7 +265,7 @@ class Fetcher(Builder):
         rows = self._rows
         if rows is None or not can_run(rows):
             return None
-        jobs = RowJobs(size, rows)
+        jobs = RowJobs(size, rows, self._y_shape)
         # default_collate turns the columns into list(columns) (numeric dtypes, the shipped
         # collate map): checked once an epoch, on a batch of one row of each column.
         one = self.prepare(jobs, 0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None

@@ -17,6 +17,7 @@ cdef class Reader:
     cdef readonly int64_t n
     cdef int64_t data_offset
     cdef readonly Py_ssize_t d, l
+    cdef readonly object x_dtype, y_dtype   # numpy dtypes (native byte order) of x and y
     cdef Py_ssize_t x_bytes, y_bytes, row_bytes
     cdef readonly object name
     cdef readonly bint mapped
@@ -27,7 +28,7 @@ cdef class Reader:
     cdef void _free(self) noexcept nogil
     cdef bint _try_enter(self) noexcept nogil
     cdef void _leave(self) noexcept nogil
-    # Rows idx[0:count] into px (count x d float64) and py (count x l): 0, or a status for
+    # Rows idx[0:count] into px (count x d x_dtype) and py (count x l y_dtype): 0, or a status for
     # error() (GATHER_BAD_INDEX with *bad, GATHER_CLOSED, GATHER_EOF, GATHER_FAULT, -errno).
     # Any thread, no GIL needed; close() meanwhile waits for it to finish.
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,

@@ -13,6 +13,8 @@ class Reader:
     n: int
     d: int
     l: int  # noqa: E741
+    x_dtype: np.dtype
+    y_dtype: np.dtype
     def __init__(
         self,
         fd: int,
@@ -23,6 +25,8 @@ class Reader:
         data_offset: int,
         use_mmap: bool,
         advice: int,
+        x_dtype: npt.DTypeLike = ...,
+        y_dtype: npt.DTypeLike = ...,
     ) -> None: ...
     @property
     def closed(self) -> bool: ...
@@ -30,11 +34,9 @@ class Reader:
     def gather(
         self,
         indices: npt.NDArray[np.int64],
-        out_x: npt.NDArray[np.float64],
-        out_y: npt.NDArray[np.float64],
+        out_x: np.ndarray,
+        out_y: np.ndarray,
     ) -> None: ...
-    def gather_one(
-        self, index: int, out_x: npt.NDArray[np.float64], out_y: npt.NDArray[np.float64]
-    ) -> None: ...
+    def gather_one(self, index: int, out_x: np.ndarray, out_y: np.ndarray) -> None: ...
     def error(self, status: int, index: int = -1) -> Exception:
         """The exception of a gather that returned ``status`` (``index``: a bad index)."""

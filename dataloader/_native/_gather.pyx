@@ -40,6 +40,8 @@ from dataloader._native._rowcopy cimport (
 
 import os
 
+import numpy as np
+
 cnp.import_array()
 
 ADVICE = ("normal", "random", "sequential")
@@ -49,10 +51,10 @@ cdef int[3] _FADVICE = [POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENT
 
 
 cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_t cols,
-                           bint flat=False) except -1:
-    """Writeable C-contiguous native float64, (rows, cols); ``flat``: rows * cols elements."""
-    if cnp.PyArray_TYPE(out) != cnp.NPY_DOUBLE or not cnp.PyArray_ISNOTSWAPPED(out):
-        raise TypeError(f"{name} must have dtype float64, got dtype={out.dtype}")
+                           cnp.dtype dtype, bint flat=False) except -1:
+    """Writeable C-contiguous ``dtype``, (rows, cols); ``flat``: rows * cols elements."""
+    if not cnp.PyArray_EquivTypes(out.descr, dtype):
+        raise TypeError(f"{name} must have dtype {dtype}, got dtype={out.dtype}")
     if flat and cnp.PyArray_SIZE(out) != rows * cols:
         raise ValueError(f"{name} must be a writeable C-contiguous array of {rows * cols} elements")
     if not flat and (cnp.PyArray_NDIM(out) != 2 or out.shape[0] != rows or out.shape[1] != cols):
@@ -61,6 +63,14 @@ cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_
         what = f"array of {rows * cols} elements" if flat else "array"
         raise ValueError(f"{name} must be a writeable C-contiguous {what}")
     return 0
+
+
+cdef object _plain_dtype(object value, str name):
+    """``value`` as a numpy dtype of native byte order: bool, integer or float, no fields."""
+    dtype = np.dtype(value)
+    if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None or not dtype.isnative:
+        raise TypeError(f"{name} must be a native-order integer or float dtype, got {dtype!r}")
+    return dtype
 
 
 cdef class Reader:
@@ -75,22 +85,28 @@ cdef class Reader:
         data_offset: byte offset of row 0 (the header size).
         use_mmap: map the file (True) or read with preadv (False).
         advice: index into ADVICE, passed to madvise / posix_fadvise.
+        x_dtype, y_dtype: the dtypes of x and y (a plain integer or float numpy dtype of
+            native byte order; the file holds them little-endian); float64 by default.
+            A gather copies bytes: out arrays have these dtypes.
     """
 
     def __cinit__(self, int fd, object name, int64_t n, Py_ssize_t d, Py_ssize_t l,
-                  int64_t data_offset, bint use_mmap, int advice):
+                  int64_t data_offset, bint use_mmap, int advice,
+                  object x_dtype=np.float64, object y_dtype=np.float64):
         cdef void* mapped
         self.fd = fd
         self.owns_fd = True
         self.name = name
         if n < 0 or d < 1 or l < 0 or data_offset < 0 or not 0 <= advice < 3:
             raise ValueError(f"bad reader geometry {n=} {d=} {l=} {data_offset=} {advice=}")
+        self.x_dtype = _plain_dtype(x_dtype, "x_dtype")
+        self.y_dtype = _plain_dtype(y_dtype, "y_dtype")
         self.n = n
         self.d = d
         self.l = l
-        self.x_bytes = d * 8
-        self.y_bytes = l * 8
-        self.row_bytes = (d + l) * 8
+        self.x_bytes = d * (<cnp.dtype>self.x_dtype).itemsize
+        self.y_bytes = l * (<cnp.dtype>self.y_dtype).itemsize
+        self.row_bytes = self.x_bytes + self.y_bytes
         self.data_offset = data_offset
         self.base = NULL
         if use_mmap and n > 0:
@@ -183,7 +199,7 @@ cdef class Reader:
         """Copy rows ``indices`` into ``out_x`` (B, d) and ``out_y`` (B, l).
 
         indices: 1-D C-contiguous aligned native int64; out_x / out_y:
-        C-contiguous writeable native float64.  Raises IndexError naming the
+        C-contiguous writeable, of dtypes x_dtype / y_dtype.  Raises IndexError naming the
         first index outside [0, n), ValueError on a closed reader or bad
         shapes, TypeError on bad dtypes, OSError on read failures.
         """
@@ -193,17 +209,17 @@ cdef class Reader:
                 or not cnp.PyArray_ISNOTSWAPPED(indices)):
             raise TypeError("indices must be a 1-D C-contiguous native int64 array")
         cdef Py_ssize_t count = indices.shape[0]
-        _check_out(out_x, "out_x", count, self.d)
-        _check_out(out_y, "out_y", count, self.l)
+        _check_out(out_x, "out_x", count, self.d, self.x_dtype)
+        _check_out(out_y, "out_y", count, self.l, self.y_dtype)
         self._gather(<const int64_t*>cnp.PyArray_DATA(indices), count,
                      <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     def gather_one(self, int64_t index, cnp.ndarray out_x not None,
                    cnp.ndarray out_y not None):
         """Copy row ``index`` into ``out_x`` and ``out_y`` (any C-contiguous
-        writeable float64 arrays of d and l elements)."""
-        _check_out(out_x, "out_x", 1, self.d, flat=True)
-        _check_out(out_y, "out_y", 1, self.l, flat=True)
+        writeable arrays of d and l elements, of dtypes x_dtype and y_dtype)."""
+        _check_out(out_x, "out_x", 1, self.d, self.x_dtype, flat=True)
+        _check_out(out_y, "out_y", 1, self.l, self.y_dtype, flat=True)
         self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
 
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,

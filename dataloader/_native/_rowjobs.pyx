@@ -83,8 +83,11 @@ cdef class RowJobs:
 
     Args:
         size: slots, the window's ``size``.
-        sources: the columns, or a ``Reader`` (then a batch is ``[x, y]``, float64 of shapes
-            ``(B, d)`` and ``(B, l)``); ``can_run`` must accept them; kept referenced.
+        sources: the columns, or a ``Reader`` (then a batch is ``[x, y]``, of shapes
+            ``(B, d)`` and ``(B,) + y_shape`` and the reader's dtypes); ``can_run`` must
+            accept them; kept referenced.
+        y_shape: (a ``Reader`` only) the shape of one row's y: ``(l,)`` (None, the
+            default) or any shape of l elements, e.g. ``()`` for one label column.
 
     Thread-safety: ``prepare`` and ``help`` from the consumer only, ``work`` from any
     number of workers, ``run`` from the thread that claimed the batch.
@@ -110,7 +113,7 @@ cdef class RowJobs:
     cdef tuple _sources
     cdef tuple _shapes        # per column: (shape[1:], dtype)
 
-    def __cinit__(self, Py_ssize_t size, object sources):
+    def __cinit__(self, Py_ssize_t size, object sources, object y_shape=None):
         cdef Py_ssize_t s
         if size < 1:
             raise ValueError(f"{size=} must be >= 1")
@@ -126,8 +129,13 @@ cdef class RowJobs:
             self._reader = <Reader>sources
             self._n = self._reader.n
             self._sources = ()
-            self._shapes = (((self._reader.d,), np.dtype(np.float64)), ((self._reader.l,), np.dtype(np.float64)))
+            y_shape = (self._reader.l,) if y_shape is None else tuple(y_shape)
+            if int(np.prod(y_shape, dtype=np.int64)) != self._reader.l:
+                raise ValueError(f"{y_shape=} does not hold the reader's l={self._reader.l} labels")
+            self._shapes = (((self._reader.d,), self._reader.x_dtype), (y_shape, self._reader.y_dtype))
         else:
+            if y_shape is not None:
+                raise ValueError("y_shape applies to a Reader's jobs only")
             self._reader = None
             self._n = cnp.PyArray_DIM(<cnp.ndarray>sources[0], 0)
             self._sources = sources

@@ -17,7 +17,7 @@ import numpy as np
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._native._gather import ADVICE, Reader
-from dataloader._ndf.format import MMAP_AUTO_MAX_BYTES, NDF_HEADER_BYTES, parse_header
+from dataloader._ndf.format import MMAP_AUTO_MAX_BYTES, read_layout
 
 __all__ = ["ACCESS_MODES", "NdfDataset", "NdfFile", "open_ndf"]
 
@@ -38,7 +38,12 @@ class NdfFile:
 
     Attributes:
         path (str), n (rows), d (features per row), l (labels per row),
-        access ("mmap" or "pread": the path actually used).
+        access ("mmap" or "pread": the path actually used),
+        x_dtype, y_dtype (numpy dtypes of the features and labels, native byte
+        order: float64 for a version-1 file), feature_names, label_names
+        (tuples of d and l column names, or None where the file has none),
+        version (1 or 2, see ``dataloader.ndf``), data_offset (byte offset of
+        row 0: 28 in a version-1 file).
 
     Thread-safety: every method may be called from many threads at once.
     Reads do not share a file position; ``close()`` while other threads
@@ -50,13 +55,13 @@ class NdfFile:
 
     Pickling, ``copy.copy`` and ``copy.deepcopy`` reopen the file by its
     absolute path with the same access and advice (a new descriptor, closed
-    independently); the copy checks that n, d and l are unchanged.
+    independently); the copy checks that n, d, l and the dtypes are unchanged.
 
     Raises:
-        ValueError: not an .ndf file (wrong magic), header shorter than 28
-            bytes, d == 0, sizes overflowing 63 bits or not matching the
-            file size, not a regular file (FIFO, device), or a bad
-            access/advice value.
+        ValueError: not an .ndf file (wrong magic), a header shorter than its
+            version's, d == 0, a dtype or metadata version 2 does not allow,
+            sizes overflowing 63 bits or not matching the file size, not a
+            regular file (FIFO, device), or a bad access/advice value.
         OSError: the file cannot be opened, read or mapped.
     """
 
@@ -79,17 +84,20 @@ class NdfFile:
                 raise ValueError(f"{self.path!r} is not a regular file")
             os.set_blocking(fd, True)
             file_bytes = st.st_size
-            header = os.pread(fd, NDF_HEADER_BYTES, 0)
-            self.n, self.d, self.l = parse_header(header, file_bytes, self.path)
+            layout = read_layout(fd, file_bytes, self.path)
         except BaseException:
             os.close(fd)
             raise
+        self.n, self.d, self.l = layout.n, layout.d, layout.l
+        self.x_dtype, self.y_dtype = layout.x_dtype, layout.y_dtype
+        self.feature_names, self.label_names = layout.feature_names, layout.label_names
+        self.version, self.data_offset = layout.version, layout.data_offset
         if access == "auto":
             access = "mmap" if file_bytes <= MMAP_AUTO_MAX_BYTES else "pread"
         self.access = access
         # The Reader owns fd from here on, also if it raises.
-        self._reader = Reader(fd, self.path, self.n, self.d, self.l, NDF_HEADER_BYTES,
-                              access == "mmap", ADVICE.index(advice))
+        self._reader = Reader(fd, self.path, self.n, self.d, self.l, layout.data_offset,
+                              access == "mmap", ADVICE.index(advice), self.x_dtype, self.y_dtype)
 
     def __len__(self) -> int:
         return self.n
@@ -110,7 +118,7 @@ class NdfFile:
         self.close()
 
     def read_row(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row ``index`` as (x of shape (d,), y of shape (l,)), float64.
+        """Row ``index`` as (x of shape (d,) x_dtype, y of shape (l,) y_dtype).
 
         Raises:
             TypeError: index not an integer.
@@ -120,8 +128,8 @@ class NdfFile:
         index = operator.index(index)
         if not 0 <= index < self.n:
             raise IndexError(f"index {index} is out of range for {self.n} rows in {self.path!r}")
-        x = np.empty(self.d)
-        y = np.empty(self.l)
+        x = np.empty(self.d, self.x_dtype)
+        y = np.empty(self.l, self.y_dtype)
         self._reader.gather_one(index, x, y)
         if _BIG_ENDIAN:
             x.byteswap(inplace=True)
@@ -138,9 +146,9 @@ class NdfFile:
         Args:
             indices: B row indices, a sequence of ints or a 1-D integer array
                 (int64 is used without conversion).  Duplicates are fine.
-            out_x: optional float64 C-contiguous writeable array of shape
-                (B, d) to fill; a fresh one when None.
-            out_y: likewise of shape (B, l) (B x 0 when l == 0).
+            out_x: optional C-contiguous writeable array of shape (B, d) and
+                dtype x_dtype to fill; a fresh one when None.
+            out_y: likewise of shape (B, l) (B x 0 when l == 0), y_dtype.
 
         Returns:
             (out_x, out_y).
@@ -149,7 +157,7 @@ class NdfFile:
             IndexError: an index outside [0, n), named in the message;
                 nothing is read then.
             TypeError: non-integer indices, or out arrays that are not
-                float64 ndarrays.
+                ndarrays of x_dtype / y_dtype.
             ValueError: indices not 1-D, out arrays of the wrong shape or not
                 C-contiguous/writeable, or the file is closed.
             OSError: the read failed.
@@ -158,8 +166,8 @@ class NdfFile:
         count = idx.shape[0]
         if count and not self.n:  # before allocating: d may be huge when n == 0
             raise IndexError(f"index {idx[0]} is out of range for 0 rows in {self.path!r}")
-        out_x = _out_array(out_x, "out_x", count, self.d)
-        out_y = _out_array(out_y, "out_y", count, self.l)
+        out_x = _out_array(out_x, "out_x", count, self.d, self.x_dtype)
+        out_y = _out_array(out_y, "out_y", count, self.l, self.y_dtype)
         self._reader.gather(idx, out_x, out_y)
         if _BIG_ENDIAN:
             out_x.byteswap(inplace=True)
@@ -168,20 +176,25 @@ class NdfFile:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self.access
-        return f"NdfFile({self.path!r}, n={self.n}, d={self.d}, l={self.l}, {state})"
+        dtypes = "" if self.version == 1 else f", x_dtype={self.x_dtype}, y_dtype={self.y_dtype}"
+        return f"NdfFile({self.path!r}, n={self.n}, d={self.d}, l={self.l}{dtypes}, {state})"
 
-    def _reopen_args(self) -> tuple[str, str, str, tuple[int, int, int]]:
+    def _shape(self) -> tuple[Any, ...]:
+        """What a pickled copy checks: (n, d, l, x_dtype, y_dtype) as ints and dtype strings."""
+        return (self.n, self.d, self.l, self.x_dtype.str, self.y_dtype.str)
+
+    def _reopen_args(self) -> tuple[str, str, str, tuple[Any, ...]]:
         """What a copy needs to reopen this file (raises ValueError when it is closed)."""
         if self.closed:
             raise ValueError(f"cannot pickle or copy the closed .ndf file {self.path!r}")
-        return self._abspath, self.access, self.advice, (self.n, self.d, self.l)
+        return self._abspath, self.access, self.advice, self._shape()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen_file, self._reopen_args())
 
 
-def _reopen_file(path: str, access: str, advice: str, shape: tuple[int, int, int]) -> NdfFile:
-    """Reopen a pickled / copied NdfFile; its (n, d, l) must be the same.
+def _reopen_file(path: str, access: str, advice: str, shape: tuple[Any, ...]) -> NdfFile:
+    """Reopen a pickled / copied NdfFile; its (n, d, l) and dtypes must be the same.
 
     Raises:
         ValueError: the file now has another shape (or is no longer a valid .ndf file).
@@ -190,14 +203,17 @@ def _reopen_file(path: str, access: str, advice: str, shape: tuple[int, int, int
     return _same_shape(NdfFile(path, access=access, advice=advice), shape)
 
 
-def _same_shape(file: NdfFile, shape: tuple[int, int, int]) -> NdfFile:
-    """``file`` if its (n, d, l) is ``shape``; else close it and raise ValueError."""
-    if (file.n, file.d, file.l) != shape:
+def _same_shape(file: NdfFile, shape: tuple[Any, ...]) -> NdfFile:
+    """``file`` if its ``_shape()`` is ``shape``; else close it and raise ValueError."""
+    now = file._shape()
+    if now[: len(shape)] != shape:
         file.close()
-        n, d, l = shape  # noqa: E741
+        names = ("n", "d", "l", "x_dtype", "y_dtype")
+        has = ", ".join(f"{k}={v}" for k, v in zip(names, now))
+        expected = ", ".join(f"{k}={v}" for k, v in zip(names, shape))
         raise ValueError(
-            f"{file.path!r} changed since it was pickled or copied: it has n={file.n}, "
-            f"d={file.d}, l={file.l}, the copy expected n={n}, d={d}, l={l}"
+            f"{file.path!r} changed since it was pickled or copied: it has {has}, "
+            f"the copy expected {expected}"
         )
     return file
 
@@ -238,13 +254,13 @@ def _as_indices(indices: Any) -> np.ndarray:
     return indices
 
 
-def _out_array(out: Any, name: str, rows: int, cols: int) -> np.ndarray:
+def _out_array(out: Any, name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
     if out is None:
-        return np.empty((rows, cols))
+        return np.empty((rows, cols), dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(out).__name__}")
-    if out.dtype != np.float64:
-        raise TypeError(f"{name} must have dtype float64, got dtype={out.dtype}")
+    if out.dtype != dtype or not out.dtype.isnative:
+        raise TypeError(f"{name} must have dtype {dtype}, got dtype={out.dtype}")
     if out.shape != (rows, cols):
         raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={out.shape}")
     if not out.flags.c_contiguous:
@@ -261,12 +277,18 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
     returns ``BatchedItems((x_batch, y_batch))`` (shapes (B, d) and (B, l),
     also when l == 0), which default_collate turns into ``[x_batch, y_batch]``
     without per-row work.  ``accepts_index_arrays = True``: the loader may
-    pass a 1-D int64 array instead of a list.
+    pass a 1-D int64 array instead of a list.  The arrays have the file's
+    dtypes (``file.x_dtype``, ``file.y_dtype``; float64 unless the file was
+    written with others).
 
     Args:
         path_or_file: a path (opened here and closed by close()) or an open
             NdfFile (shared, not closed by this dataset).
         access, advice: passed to open_ndf when a path is given.
+        scalar_labels: the file's one label column as a scalar: item i is
+            (x row (d,), y[i] a NumPy scalar) and a batch's y has shape (B,),
+            what ``torch.nn.CrossEntropyLoss`` takes as class ids (write the
+            file with ``y_dtype=np.int64``).  False (default): y is (l,) / (B, l).
 
     Thread-safety: all reads may run from many worker threads at once.
 
@@ -275,34 +297,48 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
     original was made; other attributes (of a subclass) are copied as usual.
 
     Raises:
-        ValueError: pickling or copying a closed dataset; on unpickling, the
-            file changed shape since.
+        ValueError: ``scalar_labels`` with l != 1 (the file is not kept open);
+            pickling or copying a closed dataset; on unpickling, the file
+            changed shape since.
     """
 
     accepts_index_arrays = True
 
     def __init__(self, path_or_file: str | os.PathLike[str] | NdfFile, *,
-                 access: str = "auto", advice: str = "normal") -> None:
+                 access: str = "auto", advice: str = "normal",
+                 scalar_labels: bool = False) -> None:
         if isinstance(path_or_file, NdfFile):
             self.file = path_or_file
             self._owns_file = False
         else:
             self.file = open_ndf(path_or_file, access=access, advice=advice)
             self._owns_file = True
+        self.scalar_labels = bool(scalar_labels)
+        if self.scalar_labels and self.file.l != 1:
+            self.close()
+            raise ValueError(
+                f"scalar_labels=True needs one label column; {self.file.path!r} has l={self.file.l}"
+            )
 
     def __len__(self) -> int:
         return self.file.n
 
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.file.read_row(index)
+    def __getitem__(self, index: int) -> tuple[np.ndarray, Any]:
+        x, y = self.file.read_row(index)
+        return (x, y[0]) if self.scalar_labels else (x, y)
 
     def __getitems__(self, indices: Any) -> Any:
-        return BatchedItems(self.file.read_rows(indices))
+        x, y = self.file.read_rows(indices)
+        return BatchedItems((x, y.reshape(-1)) if self.scalar_labels else (x, y))
 
     def _native_rows(self) -> Reader | None:
         """What the loader's native batch jobs gather from (``_native/_rowjobs.pyx``): the
         file's ``Reader``; None for a subclass (its ``__getitems__`` may differ)."""
         return self.file._reader if type(self) is NdfDataset else None
+
+    def _native_y_shape(self) -> tuple[int, ...]:
+        """The shape of one row's y in a native batch: ``()`` with scalar_labels, else (l,)."""
+        return () if self.scalar_labels else (self.file.l,)
 
     def close(self) -> None:
         """Close the file if this dataset opened it."""
@@ -316,7 +352,8 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
         self.close()
 
     def __repr__(self) -> str:
-        return f"NdfDataset({self.file!r})"
+        labels = ", scalar_labels=True" if self.scalar_labels else ""
+        return f"NdfDataset({self.file!r}{labels})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("file", "_owns_file")}
@@ -324,7 +361,7 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
 
 
 def _reopen_dataset(
-    cls: type[NdfDataset], path: str, access: str, advice: str, shape: tuple[int, int, int]
+    cls: type[NdfDataset], path: str, access: str, advice: str, shape: tuple[Any, ...]
 ) -> NdfDataset:
     """Rebuild a pickled / copied NdfDataset (or subclass) around a reopened file it owns."""
     dataset = cls.__new__(cls)

@@ -11,20 +11,25 @@ its previous version, or a complete file: never a half-written one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from dataloader._ndf.format import (
-    NDF_HEADER_BYTES,
     NDF_MAX_FILE_BYTES,
     WRITE_CHUNK_BYTES,
+    ConversionError,
+    Layout,
+    as_dtype,
     as_real_array,
     pack_header,
+    version_for,
 )
 
 __all__ = ["NdfWriter", "save_ndf"]
@@ -52,7 +57,7 @@ class NdfWriter:
             for x_chunk, y_chunk in chunks:
                 w.append(x_chunk, y_chunk)
 
-    Rows are converted to little-endian float64 in blocks of at most
+    Rows are converted to the file's little-endian dtypes in blocks of at most
     WRITE_CHUNK_BYTES (16 MiB), so memory use does not grow with the file.
     Thread-safety: append/close/abort take an internal lock, so calls from
     several threads are serialised (rows of one append stay together).
@@ -62,29 +67,62 @@ class NdfWriter:
             is replaced atomically on close.
         d: features per row, >= 1.
         l: labels per row, >= 0 (0 = no labels).
+        x_dtype, y_dtype: the dtypes the features and the labels are stored
+            (and read back) as: float64 (default), float32, float16, int64,
+            int32, int16, int8 or uint8.  ``x_dtype=np.float32,
+            y_dtype=np.int64`` is what a torch model and ``CrossEntropyLoss``
+            take.
+        feature_names, label_names: d and l column names kept in the file
+            (``NdfFile.feature_names``), or None.
+
+    The file is format version 1 (the seed's) when both dtypes are float64 and
+    no names are given, version 2 otherwise (see ``dataloader.ndf``).
 
     Attributes:
-        path, d, l: as given.  n: rows appended so far.
+        path, d, l, x_dtype, y_dtype, feature_names, label_names: as given
+        (names as tuples).  n: rows appended so far.
 
     Raises:
-        TypeError: d or l not an integer.
-        ValueError: d < 1, l < 0, or one row of (d + l) float64 does not fit
-            63-bit file offsets.
+        TypeError: d or l not an integer, a dtype not in the list above, names
+            that are not strings.
+        ValueError: d < 1, l < 0, names not d (l) of them, or one row does not
+            fit 63-bit file offsets.
         OSError: the temporary file cannot be created.
     """
 
-    def __init__(self, path: str | os.PathLike[str], d: int, l: int = 0) -> None:  # noqa: E741
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        d: int,
+        l: int = 0,  # noqa: E741
+        *,
+        x_dtype: Any = np.float64,
+        y_dtype: Any = np.float64,
+        feature_names: Sequence[str] | None = None,
+        label_names: Sequence[str] | None = None,
+    ) -> None:
         self.d = _as_count(d, "d", minimum=1)
         self.l = _as_count(l, "l", minimum=0)
-        if NDF_HEADER_BYTES + (self.d + self.l) * 8 > NDF_MAX_FILE_BYTES:
+        self.x_dtype = as_dtype(x_dtype, "x_dtype")
+        self.y_dtype = as_dtype(y_dtype, "y_dtype")
+        self.feature_names = _as_names(feature_names, self.d, "feature_names")
+        self.label_names = _as_names(label_names, self.l, "label_names")
+        version = version_for(self.x_dtype, self.y_dtype, feature_names, label_names)
+        layout = Layout(version, 0, self.d, self.l, self.x_dtype, self.y_dtype,
+                        self.feature_names, self.label_names)
+        if layout.row_bytes > NDF_MAX_FILE_BYTES - 2**40:  # any header is far below 2**40 bytes
             # Also keeps d and l inside the header's u64 fields.
             raise ValueError(
-                f"rows of d={self.d} + l={self.l} float64 overflow 63-bit file offsets"
+                f"rows of d={self.d} {self.x_dtype} + l={self.l} {self.y_dtype} "
+                "overflow 63-bit file offsets"
             )
+        header = pack_header(layout)
+        self._layout = dataclasses.replace(layout, data_offset=len(header))
+        self._row_bytes = layout.row_bytes
+        self._rows_dtype = _rows_dtype(self._layout)
         self.path = os.fspath(path)
         self.n = 0
         self._lock = threading.Lock()
-        self._row_bytes = (self.d + self.l) * 8
         head, tail = os.path.split(os.path.abspath(self.path))
         self._tmp_path = os.path.join(head, f".{tail}.{secrets.token_hex(8)}.tmp")
         fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
@@ -93,7 +131,7 @@ class NdfWriter:
         # interpreter exits without close().
         self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp_path)
         try:
-            self._file.write(pack_header(0, self.d, self.l))
+            self._file.write(header)
         except BaseException:
             self._finalizer()
             raise
@@ -117,14 +155,22 @@ class NdfWriter:
 
         Args:
             x_rows: array-like of shape (k, d), any real dtype (converted to
-                float64).  k may be 0.
+                x_dtype).  k may be 0.
             y_rows: array-like of shape (k, l), or (k,) when l == 1; None (or
-                shape (k, 0)) when l == 0.
+                shape (k, 0)) when l == 0.  Converted to y_dtype.
+
+        A conversion that would change a value is refused: to an integer dtype,
+        a value that is not a whole number or is out of the dtype's range (NaN
+        included); to a float dtype, a finite value that overflows to inf
+        (rounding to float32/float16 is the conversion asked for).
 
         Raises:
             TypeError: a non-real dtype (complex, object, str, ...).
             ValueError: shapes that do not match (k, d) / (k, l), missing
                 y_rows when l > 0, or a writer already closed.
+            ConversionError (a ValueError): a value the conversion would
+                change (its row in the file and its column named); the writer
+                is then aborted.
             OSError: the write failed; the writer is then aborted.
         """
         x = as_real_array(x_rows, "x_rows")
@@ -135,7 +181,7 @@ class NdfWriter:
         with self._lock:
             if self.closed:
                 raise ValueError(f"append to a closed NdfWriter for {self.path!r}")
-            if NDF_HEADER_BYTES + (self.n + k) * self._row_bytes > NDF_MAX_FILE_BYTES:
+            if self._layout.data_offset + (self.n + k) * self._row_bytes > NDF_MAX_FILE_BYTES:
                 raise ValueError(f"{self.path!r}: {self.n + k} rows would overflow 63-bit offsets")
             try:
                 self._write_rows(x, y)
@@ -145,21 +191,21 @@ class NdfWriter:
             self.n += k
 
     def _write_rows(self, x: np.ndarray, y: np.ndarray | None) -> None:
-        d = self.d
         k = x.shape[0]
-        block = max(1, WRITE_CHUNK_BYTES // self._row_bytes)
-        direct = y is None and x.dtype == np.dtype("<f8") and x.flags.c_contiguous
-        buf = None if direct else np.empty((min(k, block), d + self.l), dtype="<f8")
+        block = max(1, WRITE_CHUNK_BYTES // max(self._row_bytes, 1))
+        x_le = self.x_dtype.newbyteorder("<")
+        direct = y is None and x.dtype == x_le and x.flags.c_contiguous
+        buf = None if direct else np.empty(min(k, block), dtype=self._rows_dtype)
         for start in range(0, k, block):
             stop = min(k, start + block)
             if buf is None:
-                rows = x[start:stop]
-            else:
-                rows = buf[: stop - start]
-                rows[:, :d] = x[start:stop]
-                if y is not None:
-                    rows[:, d:] = y[start:stop]
-            self._file.write(rows.data.cast("B"))
+                self._file.write(x[start:stop].data.cast("B"))
+                continue
+            rows = buf[: stop - start]
+            _convert_into(rows["x"], x[start:stop], self.n + start, "x_rows", self.path)
+            if y is not None:
+                _convert_into(rows["y"], y[start:stop], self.n + start, "y_rows", self.path)
+            self._file.write(rows.view(np.uint8).data)
 
     def close(self) -> None:
         """Finish the file: patch n into the header, fsync, rename to path.
@@ -173,7 +219,7 @@ class NdfWriter:
             try:
                 self._file.flush()
                 fd = self._file.fileno()
-                os.pwrite(fd, pack_header(self.n, self.d, self.l), 0)
+                os.pwrite(fd, pack_header(dataclasses.replace(self._layout, n=self.n)), 0)
                 os.fsync(fd)
                 self._file.close()
                 os.replace(self._tmp_path, self.path)
@@ -190,21 +236,36 @@ class NdfWriter:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return f"NdfWriter({self.path!r}, d={self.d}, l={self.l}, n={self.n}, {state})"
+        dtypes = "" if self._layout.version == 1 else f", x_dtype={self.x_dtype}, y_dtype={self.y_dtype}"
+        return f"NdfWriter({self.path!r}, d={self.d}, l={self.l}{dtypes}, n={self.n}, {state})"
 
 
-def save_ndf(path: str | os.PathLike[str], x: Any, y: Any = None) -> None:
+def save_ndf(
+    path: str | os.PathLike[str],
+    x: Any,
+    y: Any = None,
+    *,
+    x_dtype: Any = np.float64,
+    y_dtype: Any = np.float64,
+    feature_names: Sequence[str] | None = None,
+    label_names: Sequence[str] | None = None,
+) -> None:
     """Write arrays to an `.ndf` file atomically (see NdfWriter).
 
     Args:
         path: destination file; its directory must exist.
         x: array-like of shape (n, d), d >= 1, any real dtype (converted to
-            little-endian float64).
-        y: labels of shape (n, l) or (n,) (then l = 1), or None (l = 0).
+            x_dtype, little-endian).
+        y: labels of shape (n, l) or (n,) (then l = 1), or None (l = 0);
+            converted to y_dtype.
+        x_dtype, y_dtype, feature_names, label_names: as for NdfWriter
+            (default float64 and no names: a version-1 file).
 
     Raises:
-        TypeError: complex, object, str or other non-real dtypes.
-        ValueError: x not 2-D, d == 0, or y's length differing from x's.
+        TypeError: complex, object, str or other non-real dtypes; a dtype an
+            .ndf file cannot hold.
+        ValueError: x not 2-D, d == 0, y's length differing from x's, names of
+            the wrong count, or a value the conversion would change.
         OSError: the file cannot be written.
     """
     xa = as_real_array(x, "x")
@@ -219,7 +280,8 @@ def save_ndf(path: str | os.PathLike[str], x: Any, y: Any = None) -> None:
                 f"y must have shape ({xa.shape[0]}, l) or ({xa.shape[0]},), got shape={y.shape}"
             )
         l = 1 if y.ndim == 1 else y.shape[1]  # noqa: E741
-    with NdfWriter(path, xa.shape[1], l) as writer:
+    with NdfWriter(path, xa.shape[1], l, x_dtype=x_dtype, y_dtype=y_dtype,
+                   feature_names=feature_names, label_names=label_names) as writer:
         writer.append(xa, y)
 
 
@@ -243,6 +305,51 @@ def _label_rows(y_rows: Any, k: int, l: int, name: str) -> np.ndarray | None:  #
     if y.ndim != 2 or y.shape != (k, l):
         raise ValueError(f"{name} must have shape ({k}, {l}), got shape={np.shape(y_rows)}")
     return None if l == 0 else y
+
+
+def _as_names(names: Sequence[str] | None, count: int, what: str) -> tuple[str, ...] | None:
+    """``names`` as a tuple of ``count`` strings, or None."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        raise TypeError(f"{what} must be a sequence of strings, not one string {names!r}")
+    out = tuple(names)
+    bad = next((v for v in out if not isinstance(v, str)), None)
+    if bad is not None:
+        raise TypeError(f"{what} must be strings, got {type(bad).__name__} {bad!r}")
+    if len(out) != count:
+        raise ValueError(f"{what} has {len(out)} names for {count} columns")
+    return out
+
+
+def _rows_dtype(layout: Layout) -> np.dtype:
+    """One row as a packed record: ``x`` (d little-endian x_dtype), ``y`` (l y_dtype)."""
+    fields: list[tuple[str, Any, tuple[int]]] = [("x", layout.x_dtype.newbyteorder("<"), (layout.d,))]
+    if layout.l:
+        fields.append(("y", layout.y_dtype.newbyteorder("<"), (layout.l,)))
+    return np.dtype(fields)
+
+
+def _convert_into(out: np.ndarray, src: np.ndarray, first_row: int, what: str, path: str) -> None:
+    """``out[...] = src``, refusing a value the conversion changes (see NdfWriter.append).
+
+    Raises:
+        ConversionError: the first such value, with its row in the file and its column.
+    """
+    with np.errstate(invalid="ignore", over="ignore"):
+        out[...] = src
+    if np.can_cast(src.dtype, out.dtype, "safe"):
+        return
+    if out.dtype.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            bad = out != src
+    elif src.dtype.kind == "f":
+        bad = np.isinf(out) & np.isfinite(src)
+    else:
+        bad = np.isinf(out)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise ConversionError(path, what, first_row + i, j, src[i, j].item(), out.dtype)
 
 
 def _fsync_directory(directory: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CHUNK_BYTES",
+    "CSV_CHUNK_CHARS",
     "CSV_CHUNK_ROWS",
     "DEMO_BATCH_SIZE",
     "DEMO_EPOCHS",
@@ -26,9 +27,14 @@ __all__ = [
 # 16 MiB blocks).
 CHUNK_BYTES = 8 * 2**20
 
-# CSV lines parsed per block by numpy.loadtxt; 65,536 lines of a few hundred
-# bytes each keep a block under ~20 MiB of text.
+# A CSV block is at most this many lines and at most about this many characters
+# of text (one line more when a single line is longer): the lines of a wide table
+# are long (100,000 columns: ~1 MB a line), so a count of lines alone does not
+# bound memory.  A value is at least 2 characters (a digit and a delimiter) and
+# becomes 8 bytes of float64, so a block's rows are at most 4 x 2 MiB = 8 MiB
+# (CHUNK_BYTES).  The line cap bounds the per-line str objects of narrow tables.
 CSV_CHUNK_ROWS = 1 << 16
+CSV_CHUNK_CHARS = 2 * 2**20
 
 # `info`: rows printed, and feature columns listed in the statistics table
 # (label columns are always listed); 32 keeps the table on one screen.

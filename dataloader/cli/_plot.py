@@ -10,12 +10,14 @@ builds batches itself), so a value is a mean number of threads over the slice.  
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from dataloader._engine.stats import LoaderStats
 from dataloader.cli._common import CliError
 
-__all__ = ["occupancy", "plot_timeline", "require_matplotlib"]
+__all__ = ["check_plot_path", "occupancy", "plot_timeline", "require_matplotlib"]
 
 
 def occupancy(intervals: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -41,11 +43,46 @@ def require_matplotlib() -> None:
         ) from None
 
 
-def plot_timeline(stats: LoaderStats, path: str, title: str, bins: int = 200) -> None:
-    """Write the timeline of ``stats`` to ``path`` (any format matplotlib writes).
+def check_plot_path(path: str) -> str:
+    """Check ``--plot PATH`` before the epochs run; return the format to write it in.
+
+    The format is PATH's suffix (``.png``, ``.svg``, ``.pdf``, ... whatever matplotlib's
+    Agg canvas writes), or ``png`` for a PATH without a suffix; the file is written at
+    exactly PATH (matplotlib alone would append ``.png`` to a PATH without a suffix).
 
     Raises:
-        CliError: matplotlib is not installed.
+        CliError: PATH's folder does not exist or cannot be written, PATH is a folder,
+            matplotlib is not installed, or a suffix that matplotlib cannot write.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        example = os.path.join(path, "timeline.png")
+        raise CliError(f"--plot {path} is a folder; give a file name such as {example}")
+    if not os.path.isdir(folder):
+        raise CliError(f"--plot {path}: folder {os.path.dirname(path) or '.'} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(f"--plot {path}: folder {os.path.dirname(path) or '.'} is not writable")
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: the optional extra
+
+    suffix = os.path.splitext(path)[1][1:].lower()
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise CliError(
+            f"--plot {path}: matplotlib cannot write .{suffix} files "
+            f"(it writes {', '.join('.' + f for f in sorted(formats))})"
+        )
+    return suffix or "png"
+
+
+def plot_timeline(
+    stats: LoaderStats, path: str, title: str, bins: int = 200, fmt: str = "png"
+) -> None:
+    """Write the timeline of ``stats`` to exactly ``path``, in format ``fmt`` (a suffix
+    matplotlib writes, as ``check_plot_path`` returns).
+
+    Raises:
+        CliError: matplotlib is not installed, or the file cannot be written.
     """
     require_matplotlib()
     import matplotlib  # lazy: an optional extra, imported only for --plot
@@ -69,5 +106,9 @@ def plot_timeline(stats: LoaderStats, path: str, title: str, bins: int = 200) ->
     ax.set_title(title)
     ax.legend(loc="upper center", ncol=2, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(path, format=fmt, dpi=100)
+    except OSError as exc:  # e.g. the folder went away while the epochs ran
+        raise CliError(f"cannot write --plot {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

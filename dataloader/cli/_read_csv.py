@@ -4,11 +4,13 @@ After ``skip_rows`` lines (skipped unread), the first line is either a header
 of column names or the first row of data.  ``header=None`` decides from the
 line itself: all numbers means data (columns are then positions 0..), anything
 else a header; the decision goes to ``Source.notes`` so that ``convert`` prints
-it, and no numeric row is ever dropped silently.  Blocks of ``CSV_CHUNK_ROWS``
-lines are parsed by ``numpy.loadtxt`` (C code), only the columns kept; only when
-a block fails is it scanned again line by line with the ``csv`` module (or
-``str.split`` for whitespace-separated input), to name the exact line and column
-of the first bad value.  Memory holds one block, whatever the file size.
+it, and no numeric row is ever dropped silently.  Blocks of at most
+``CSV_CHUNK_ROWS`` lines and about ``CSV_CHUNK_CHARS`` characters (whichever
+comes first; one line when a line is longer) are parsed by ``numpy.loadtxt`` (C
+code), only the columns kept; only when a block fails is it scanned again line
+by line with the ``csv`` module (or ``str.split`` for whitespace-separated
+input), to name the exact line and column of the first bad value.  Memory holds
+one block, whatever the file's size or the width of its rows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import itertools
 import os
 import zlib
 from collections.abc import Iterator, Sequence
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from dataloader.cli._common import CliError
-from dataloader.cli._constants import CSV_CHUNK_ROWS
+from dataloader.cli._constants import CSV_CHUNK_CHARS, CSV_CHUNK_ROWS
 from dataloader.cli._source import Chunk, Source, feature_columns, resolve_columns, take_columns
 
 __all__ = ["open_csv"]
@@ -86,6 +87,33 @@ def _read_first_line(
     return first
 
 
+def _read_block(
+    text: io.TextIOWrapper, carry: list[str], max_lines: int, max_chars: int
+) -> tuple[list[str], list[str]]:
+    """The next block of lines, and the lines read past it (the next block's first).
+
+    A block ends at ``max_lines`` lines or once it holds ``max_chars`` characters,
+    whichever comes first (it holds at least one line, however long).  The lines
+    are read by ``readlines(hint)`` (C code) with the hint capped at the lines still
+    wanted times the mean length so far, so few lines are read past the block.
+    """
+    lines = list(carry)
+    if not lines:
+        first = text.readline()
+        if not first:
+            return [], []
+        lines.append(first)
+    size = sum(map(len, lines))
+    while len(lines) < max_lines and size < max_chars:
+        want = min(max_chars - size, (max_lines - len(lines)) * max(1, size // len(lines)))
+        more = text.readlines(want)
+        if not more:
+            break
+        lines += more
+        size += sum(map(len, more))
+    return lines[:max_lines], lines[max_lines:]
+
+
 def open_csv(
     path: str,
     label_tokens: Sequence[str],
@@ -95,6 +123,7 @@ def open_csv(
     skip_rows: int = 0,
     columns: Sequence[str] | None = None,
     drop_columns: Sequence[str] | None = None,
+    chunk_chars: int = CSV_CHUNK_CHARS,
 ) -> Source:
     """Open a CSV table for ``convert``.
 
@@ -105,13 +134,15 @@ def open_csv(
         header: the first line (after ``skip_rows``) names the columns (True), is
             data (False), or ``None``: data when every field is a number.
         delimiter: one character, or ``None`` for runs of whitespace.
-        chunk_rows: lines parsed per block.
+        chunk_rows: lines parsed per block, at most.
         skip_rows: lines skipped at the start of the file, before the header.
         columns: tokens of the feature columns to keep, in this order (the label
             columns are kept too); ``None`` keeps all.  Columns not kept are never
             parsed.
         drop_columns: tokens of columns to leave out (not label columns); not
             with ``columns``.
+        chunk_chars: characters of text parsed per block, about (a block ends
+            at the line that reaches it): bounds memory for wide rows.
 
     Raises:
         CliError: unreadable file, no header line where names are used, an
@@ -175,10 +206,10 @@ def open_csv(
     def chunks() -> Iterator[Chunk]:
         line_no = first_line_no + (1 if header else 0)  # 1-based number of the block's first line
         last_pos = 0
-        lines = pending
+        carry = pending
         while True:
             try:
-                lines = lines + list(itertools.islice(text, chunk_rows - len(lines)))
+                lines, carry = _read_block(text, carry, chunk_rows, chunk_chars)
             except _READ_ERRORS as exc:
                 raise CliError(f"{path}: cannot read after line {line_no - 1}: {exc}") from None
             if not lines:
@@ -190,13 +221,15 @@ def open_csv(
                 yield x, y, pos - last_pos
                 last_pos = pos
             line_no += len(lines)
-            lines = []
 
     def close() -> None:
         text.close()
         raw.close()  # a GzipFile does not close the file it was given
 
-    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes)
+    feature_names = [names[j] for j in features] if header else None
+    label_names = [names[j] for j in labels] if header else None
+    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes,
+                  feature_names, label_names)
 
 
 class _Dialect:

@@ -39,6 +39,8 @@ class Source:
         names: the column names (CSV header, or positions as strings).
         notes: what the reader decided on its own (header or not, which column
             a token picked), printed by ``convert`` unless ``--quiet``.
+        feature_names, label_names: the names of the d feature and l label
+            columns from a CSV header (kept in the .ndf file), or None.
     """
 
     path: str
@@ -50,6 +52,8 @@ class Source:
     close: Callable[[], None] = field(default=lambda: None)
     names: Sequence[str] = ()
     notes: list[str] = field(default_factory=list)
+    feature_names: Sequence[str] | None = None
+    label_names: Sequence[str] | None = None
 
 
 def check_numeric_dtype(dtype: np.dtype, path: str, what: str) -> None:
@@ -81,7 +85,8 @@ def resolve_columns(
     name at another position, a line saying which was taken goes to ``notes``.
 
     Raises:
-        CliError: an unknown name (or a name without a header line), an index
+        CliError: an unknown name (or a name without a header line), a name
+            that several header columns have (their positions named), an index
             outside ``[-ncols, ncols)``, or a duplicate.
     """
     header = list(names) if names is not None else None
@@ -97,7 +102,7 @@ def resolve_columns(
         if name is not None:
             if header is None or name not in header:
                 raise CliError(_no_such_column(path, name, header, ncols))
-            j = header.index(name)
+            j = _named_column(header, name, path, what)
         else:
             assert position is not None
             if not -ncols <= position < ncols:
@@ -120,6 +125,23 @@ def resolve_columns(
             raise CliError(f"{path}: {what} {tok!r} is given twice")
         out.append(j)
     return out
+
+
+def _named_column(header: list[str], name: str, path: str, what: str) -> int:
+    """The position of the only header column named ``name``.
+
+    Raises:
+        CliError: several columns have that name (a header such as ``a,a,label``);
+            taking the first would pick a column silently.
+    """
+    positions = [j for j, h in enumerate(header) if h == name]
+    if len(positions) > 1:
+        shown = ", ".join(str(j) for j in positions)
+        raise CliError(
+            f"{path}: {what} {name!r} is ambiguous: columns {shown} are all named {name!r}; "
+            "give the position instead"
+        )
+    return positions[0]
 
 
 def _no_such_column(path: str, name: str, header: list[str] | None, ncols: int) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dataloader.cli._constants import CHUNK_BYTES
+from dataloader.ndf import NdfFile
 
 __all__ = ["ColumnStats", "block_rows", "column_stats"]
 
@@ -38,12 +39,13 @@ def block_rows(d: int, l: int) -> int:  # noqa: E741
     return max(1, CHUNK_BYTES // (8 * (d + l)))
 
 
-def column_stats(file: object, on_block: Callable[[int], None] | None = None) -> ColumnStats:
+def column_stats(file: NdfFile, on_block: Callable[[int], None] | None = None) -> ColumnStats:
     """Stream ``file`` (an ``NdfFile``) once, in blocks, and summarise every column.
 
-    Memory: one block of rows plus a few ``(d + l,)`` arrays.
+    Memory: one block of rows (in the file's dtypes and as float64) plus a few
+    ``(d + l,)`` arrays.
     """
-    n, d, l = file.n, file.d, file.l  # type: ignore[attr-defined]
+    n, d, l = file.n, file.d, file.l
     cols = d + l
     block = block_rows(d, l)
     lo = np.full(cols, np.inf)
@@ -52,11 +54,14 @@ def column_stats(file: object, on_block: Callable[[int], None] | None = None) ->
     count = np.zeros(cols, dtype=np.int64)
     nans = np.zeros(cols, dtype=np.int64)
     distinct: set[float] | None = set() if l == 1 else None
-    out_x = np.empty((block, d))
-    out_y = np.empty((block, l))
+    out_x = np.empty((block, d), file.x_dtype)
+    out_y = np.empty((block, l), file.y_dtype)
     for start in range(0, n, block):
         k = min(block, n - start)
-        x, y = file.read_rows(np.arange(start, start + k), out_x[:k], out_y[:k])  # type: ignore[attr-defined]
+        xr, yr = file.read_rows(np.arange(start, start + k), out_x[:k], out_y[:k])
+        # float64 for the sums (float16 and small ints would overflow); a block is
+        # about CHUNK_BYTES of float64 whatever the file's dtypes
+        x, y = xr.astype(np.float64, copy=False), yr.astype(np.float64, copy=False)
         for part, offset in ((x, 0), (y, d)):
             if part.shape[1] == 0:
                 continue

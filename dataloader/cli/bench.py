@@ -3,8 +3,9 @@
 Every epoch runs twice over the same batches of row indices: once through
 ``DataLoader(NdfDataset(FILE))`` (worker threads, native gathering), once
 through a plain NumPy loop, ``numpy.memmap(FILE)[batch]``.  Both yield every
-row of the file as float64; both include drawing the indices.  Printed per
-epoch: rows/s and MB/s (10**6 bytes of float64 delivered) of each, and the
+row of the file in its dtypes (float64 unless it was written with others); both
+include drawing the indices.  Printed per
+epoch: rows/s and MB/s (10**6 bytes of rows delivered) of each, and the
 loader's ratio to the NumPy loop (> 1: the loader is faster); the median row's ratio
 is the median of the epochs' ratios (each epoch beside its own NumPy run), not the
 ratio of the two medians.  The first epoch may read the file from disk; later ones
@@ -14,7 +15,9 @@ the loader picks its worker count during the first epoch.
 After the epochs, the loader's statistics of its last epoch (``DataLoader.stats``)
 as a small table; ``--plot FILE.png`` also draws that epoch's timeline of the
 consumer's waits and the threads building batches (needs matplotlib: the ``plot``
-extra).
+extra), written at exactly FILE.png; the suffix picks the format (.png, .svg,
+.pdf, ...; PNG without one), and the folder and the suffix are checked before
+the epochs run.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from dataloader.cli._common import (
     open_ndf_or_fail,
     progress,
 )
-from dataloader.cli._plot import plot_timeline, require_matplotlib
+from dataloader.cli._plot import check_plot_path, plot_timeline
 from dataloader.cli._runtime import describe_runtime
 from dataloader.ndf import NDF_HEADER, NdfDataset
+
+FLOAT64 = np.dtype(np.float64)
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["SHORT_EPOCH_S", "add_parser", "numpy_batches", "run"]
@@ -109,8 +114,8 @@ def _check(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value < low:
             raise CliError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
-    if args.plot is not None:
-        require_matplotlib()  # before the epochs run, not after
+    if args.plot is not None:  # before the epochs run, not after
+        args.plot_format = check_plot_path(args.plot)
 
 
 def _index_batches(
@@ -133,12 +138,27 @@ def numpy_batches(
     shuffle: bool,
     seed: int,
     epoch: int,  # noqa: E741
+    *,
+    offset: int = NDF_HEADER.size,
+    x_dtype: np.dtype = FLOAT64,
+    y_dtype: np.dtype = FLOAT64,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch."""
-    mm = np.memmap(path, dtype="<f8", mode="r", offset=NDF_HEADER.size, shape=(n, d + l))
+    """The plain NumPy loop: ``(x, y)`` views of ``numpy.memmap(path)[batch]`` per batch.
+
+    ``offset``: the rows' byte offset in the file; ``x_dtype``, ``y_dtype``: the
+    file's dtypes (a float64 file is one (n, d + l) array, others a record per row).
+    """
+    if x_dtype == y_dtype == FLOAT64:
+        mm = np.memmap(path, dtype="<f8", mode="r", offset=offset, shape=(n, d + l))
+        for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
+            rows = mm[idx]
+            yield rows[:, :d], rows[:, d:]
+        return
+    record = np.dtype([("x", x_dtype.newbyteorder("<"), (d,)), ("y", y_dtype.newbyteorder("<"), (l,))])
+    records = np.memmap(path, dtype=record, mode="r", offset=offset, shape=(n,))
     for idx in _index_batches(n, batch_size, shuffle, seed, epoch):
-        rows = mm[idx]
-        yield rows[:, :d], rows[:, d:]
+        rows = records[idx]
+        yield rows["x"], rows["y"]
 
 
 def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
@@ -149,7 +169,7 @@ def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
 def run(args: argparse.Namespace) -> int:
     _check(args)
     file = open_ndf_or_fail(args.file)
-    n, d, l = file.n, file.d, file.l  # noqa: E741
+    n, d, l, offset = file.n, file.d, file.l, file.data_offset  # noqa: E741
     if n == 0:
         file.close()
         raise CliError(f"{args.file}: has no rows")
@@ -166,9 +186,11 @@ def run(args: argparse.Namespace) -> int:
     except CliError:
         file.close()
         raise
-    row_bytes = (d + l) * 8
+    row_bytes = d * file.x_dtype.itemsize + l * file.y_dtype.itemsize
+    parts = f"{d + l} float64" if file.x_dtype == file.y_dtype == FLOAT64 else (
+        f"({d} {file.x_dtype}" + (f" + {l} {file.y_dtype})" if l else ")"))
     print(
-        f"bench {args.file}: {n:,} rows x {d + l} float64 ({format_bytes(n * row_bytes)} of rows), "
+        f"bench {args.file}: {n:,} rows x {parts} ({format_bytes(n * row_bytes)} of rows), "
         f"access={file.access}"
     )
     print(
@@ -202,7 +224,8 @@ def run(args: argparse.Namespace) -> int:
                 t0 = time.perf_counter()
                 rows = nbytes = 0
                 for x, y in numpy_batches(
-                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch
+                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch,
+                    offset=offset, x_dtype=file.x_dtype, y_dtype=file.y_dtype,
                 ):
                     rows += x.shape[0]
                     nbytes += x.nbytes + y.nbytes
@@ -233,6 +256,6 @@ def run(args: argparse.Namespace) -> int:
         title = f"{args.file}: epoch {stats.epoch + 1}, num_workers={loader.num_workers!r}"
         if loader.num_workers == "auto":
             title += f" ({workers_text(stats)})"
-        plot_timeline(stats, args.plot, title)
+        plot_timeline(stats, args.plot, title, fmt=args.plot_format)
         print(f"timeline written to {args.plot}")
     return 0

@@ -20,8 +20,17 @@ Columns (``--label-columns``, ``--columns``, ``--drop-columns``) are given by
 position or by name: an integer is always a position (0-based, negative from
 the end), even where a header column has that name; ``name:X`` is the header
 column named ``X`` (``name:4`` for a column named "4"); any other token is a
-name.  Positions work for every format, names for CSV with a header.  Give
+name (refused when several header columns have it: give its position).
+Positions work for every format, names for CSV with a header.  Give
 several columns as several words or separated by commas.
+
+Features and labels are stored as float64 unless ``--dtype`` / ``--label-dtype``
+say otherwise: ``--dtype float32 --label-dtype int64`` is what a torch model and
+``CrossEntropyLoss`` take (read the labels as a batch of shape (B,) with
+``NdfDataset(path, scalar_labels=True)``).  A value the dtype cannot hold as it
+is (a label 0.5 or NaN for int64, 300 for int8, 1e300 for float32) is refused,
+naming its row and column.  A CSV header's column names are kept in the file
+(``info`` shows them).
 
 The input is read and written in blocks, so a file larger than memory
 converts in bounded memory.  Output is written by ``NdfWriter`` under a
@@ -47,11 +56,13 @@ from dataloader.cli._constants import CSV_CHUNK_ROWS
 from dataloader.cli._read_arrays import open_npy, open_npz
 from dataloader.cli._read_csv import open_csv
 from dataloader.cli._source import Source
+from dataloader._ndf.format import DTYPES, ConversionError
 from dataloader.ndf import NdfWriter
 
 __all__ = ["add_parser", "run", "open_source", "write_ndf"]
 
 FORMATS = ("npy", "npz", "csv")
+DTYPE_NAMES = tuple(t.name for t in DTYPES)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -115,7 +126,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "spaces and tabs",
     )
     p.add_argument(
-        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS, help="CSV: lines parsed per block"
+        "--chunk-rows", type=int, default=CSV_CHUNK_ROWS,
+        help="CSV: lines parsed per block, at most (a block is also at most ~2 MiB of text)",
+    )
+    p.add_argument(
+        "--dtype", choices=DTYPE_NAMES, default="float64", metavar="DTYPE",
+        help=f"store the features as DTYPE: {', '.join(DTYPE_NAMES)} (default float64)",
+    )
+    p.add_argument(
+        "--label-dtype", choices=DTYPE_NAMES, default="float64", metavar="DTYPE",
+        help="store the labels as DTYPE (default float64; int64 for class ids)",
     )
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -198,14 +218,20 @@ def open_source(args: argparse.Namespace) -> Source:
     )
 
 
-def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
-    """Write every row of ``source`` to ``output``; return the number of rows.
+def write_ndf(
+    source: Source, output: str, show_progress: bool | None,
+    x_dtype: str = "float64", y_dtype: str = "float64",
+) -> int:
+    """Write every row of ``source`` to ``output`` as ``x_dtype`` features and
+    ``y_dtype`` labels, with the source's column names; return the number of rows.
 
     Raises:
-        CliError: bad data in the input, or no rows; ``output`` is then left untouched.
+        CliError: bad data in the input, a value the dtypes cannot hold, or no
+            rows; ``output`` is then left untouched.
     """
     try:
-        writer = NdfWriter(output, source.d, source.l)
+        writer = NdfWriter(output, source.d, source.l, x_dtype=x_dtype, y_dtype=y_dtype,
+                           feature_names=source.feature_names, label_names=source.label_names)
     except OSError as exc:
         raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
     try:
@@ -226,7 +252,21 @@ def write_ndf(source: Source, output: str, show_progress: bool | None) -> int:
                 raise CliError(f"{source.path}: has no data rows")
     except OSError as exc:  # the readers turn their own errors into CliError
         raise CliError(f"cannot write {output}: {exc.strerror or exc}") from None
+    except ConversionError as exc:
+        raise CliError(_unfit_value(source, exc)) from None
     return writer.n
+
+
+def _unfit_value(source: Source, exc: ConversionError) -> str:
+    """The one-line message for a value that ``--dtype`` / ``--label-dtype`` cannot hold."""
+    labels = exc.part == "y_rows"
+    names = source.label_names if labels else source.feature_names
+    kind, option = ("label", "--label-dtype") if labels else ("feature", "--dtype")
+    column = f"{kind} column {exc.column}" + (f" ({names[exc.column]!r})" if names else "")
+    return (
+        f"{source.path}: data row {exc.row}, {column}: {exc.value!r} cannot be stored as "
+        f"{option} {exc.dtype}: {exc.reason}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -237,14 +277,15 @@ def run(args: argparse.Namespace) -> int:
         for note in source.notes:
             print(f"convert: {note}")
     try:
-        n = write_ndf(source, args.output, args.progress)
+        n = write_ndf(source, args.output, args.progress, args.dtype, args.label_dtype)
     finally:
         source.close()
     elapsed = time.perf_counter() - t0
     if not args.quiet:
         size = os.path.getsize(args.output)
+        dtypes = f" ({args.dtype}, {args.label_dtype} labels)" if source.l else f" ({args.dtype})"
         print(
-            f"wrote {args.output}: n={n:,} rows, d={source.d} features, l={source.l} labels, "
-            f"{format_bytes(size)} in {elapsed:.2f} s ({n / max(elapsed, 1e-9):,.0f} rows/s)"
+            f"wrote {args.output}: n={n:,} rows, d={source.d} features, l={source.l} labels"
+            f"{dtypes}, {format_bytes(size)} in {elapsed:.2f} s ({n / max(elapsed, 1e-9):,.0f} rows/s)"
         )
     return 0

@@ -1,8 +1,9 @@
 """``python -m dataloader info FILE.ndf``: what is in an ``.ndf`` file.
 
-Prints n, d, l, the size on disk, the first rows, and per-column min / mean /
-max (and NaN counts) computed by streaming the file in blocks, so a file
-larger than memory is summarised in bounded memory.
+Prints the format version and dtypes, n, d, l, the column names the file
+keeps (``convert`` keeps a CSV header's), the size on disk, the first rows,
+and per-column min / mean / max (and NaN counts) computed by streaming the
+file in blocks, so a file larger than memory is summarised in bounded memory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataloader.cli._common import (
 )
 from dataloader.cli._constants import INFO_HEAD_ROWS, INFO_MAX_COLUMNS
 from dataloader.cli._stats import ColumnStats, block_rows, column_stats
+from dataloader.ndf import NdfFile
 
 __all__ = ["add_parser", "run"]
 
@@ -64,10 +66,17 @@ def run(args: argparse.Namespace) -> int:
         n, d, l = f.n, f.d, f.l  # noqa: E741
         size = os.path.getsize(args.file)
         print(f"file           {args.file}")
+        print(f"format         .ndf version {f.version}: {_dtypes_text(f)}")
         print(f"rows (n)       {n:,}")
         print(f"features (d)   {d:,}")
         print(f"labels (l)     {l:,}")
-        print(f"row            {(d + l) * 8:,} bytes ({d + l} float64)")
+        for title, kept in (("feature names", f.feature_names), ("label names", f.label_names)):
+            if kept is not None:
+                print(f"{title:<14} {_names_text(kept, args.max_columns)}")
+        row = d * f.x_dtype.itemsize + l * f.y_dtype.itemsize
+        parts = f"{d + l} float64" if f.x_dtype == f.y_dtype == np.float64 else (
+            f"{d} {f.x_dtype}" + (f" + {l} {f.y_dtype}" if l else ""))
+        print(f"row            {row:,} bytes ({parts})")
         print(f"size on disk   {size:,} bytes ({format_bytes(size)}); access={f.access}")
         head = min(args.head, n)
         if head:
@@ -84,8 +93,24 @@ def run(args: argparse.Namespace) -> int:
             args.progress, total=n, unit="rows", unit_scale=True, desc="statistics"
         ) as bar:
             stats = column_stats(f, bar.update)
-    _print_stats(stats, d, l, args.max_columns, block_rows(d, l))
+    names: list[str | None] = [*(f.feature_names or [None] * d), *(f.label_names or [None] * l)]
+    _print_stats(stats, d, l, args.max_columns, block_rows(d, l), names)
     return 0
+
+
+def _dtypes_text(f: NdfFile) -> str:
+    """``features float32, labels int64`` (or ``float64`` for both alike)."""
+    x, y, l = f.x_dtype, f.y_dtype, f.l  # noqa: E741
+    if x == y or not l:
+        return f"{x}"
+    return f"features {x}, labels {y}"
+
+
+def _names_text(names: tuple[str, ...], max_columns: int) -> str:
+    """The names, quoted; the first ``max_columns`` (0: all) and how many there are."""
+    shown = names if max_columns == 0 or len(names) <= max_columns else names[:max_columns]
+    text = ", ".join(repr(v) for v in shown)
+    return text if len(shown) == len(names) else f"{text}, ... ({len(names):,} names)"
 
 
 def _row_text(row: np.ndarray) -> str:
@@ -95,7 +120,7 @@ def _row_text(row: np.ndarray) -> str:
 
 
 def _print_stats(  # noqa: E741 - l is the format's name for the label count
-    stats: ColumnStats, d: int, l: int, max_columns: int, block: int
+    stats: ColumnStats, d: int, l: int, max_columns: int, block: int, col_names: list[str | None]
 ) -> None:
     shown = list(range(d)) if max_columns == 0 or d <= max_columns else list(range(max_columns))
     print(
@@ -112,6 +137,7 @@ def _print_stats(  # noqa: E741 - l is the format's name for the label count
         print(
             f"  {name:<{width}} {_fmt(stats.minimum[j]):>12} {_fmt(stats.mean[j]):>12} "
             f"{_fmt(stats.maximum[j]):>12} {int(stats.nan_count[j]):>8}"
+            + (f"  {col_names[j]!r}" if col_names[j] is not None else "")
         )
     if len(shown) < d and l == 0:
         print(f"  ... {d - len(shown)} more feature columns (--max-columns 0 lists them all)")
