@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import errno
 import os
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
-from dataloader.io.retry import Retry
+from dataloader.io.retry import Retry, seconds_delta
 from dataloader.io.template import Template
 
 __all__ = ["ObjectStoreDataset"]
@@ -105,7 +104,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
 
             assert self.retry is not None and url is not None
             options = dict(store_options)
-            client: dict[str, Any] = {"timeout": timedelta(seconds=self.retry.attempt_timeout_s or 300.0)}
+            client: dict[str, Any] = {"timeout": seconds_delta(self.retry.attempt_timeout_s or 300.0)}
             client.update(options.pop("client_options", None) or {})
             from_url: Any = obstore.store.from_url  # its overloads want literal config keys
             store = from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
