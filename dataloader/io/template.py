@@ -26,6 +26,8 @@ import string
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from dataloader.io._redact import MASK, redact
+
 __all__ = ["Template", "check_components", "check_value"]
 
 TARGETS = ("url", "key", "path")
@@ -51,10 +53,15 @@ def check_components(location: str, target: str) -> None:
     """
     path = location
     if target == "url":
-        path = urlsplit(location).path
+        try:
+            path = urlsplit(location).path
+        except ValueError as exc:  # "Invalid IPv6 URL"
+            raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
     for part in path.replace("\\", "/").split("/") if target == "path" else path.split("/"):
         if (unquote(part) if target == "url" else part) in (".", ".."):
-            raise ValueError(f"location {location!r} has a {part!r} component (relative components are refused)")
+            raise ValueError(
+                f"location {redact(location)!r} has a {part!r} component (relative components are refused)"
+            )
 
 
 class Template:
@@ -115,8 +122,19 @@ class Template:
         self._prefix = "".join(p[0] for p in parsed[: first + 1]) if first < len(parsed) else pattern
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={v!r}" for k, v in self.values.items())
-        return f"Template({self.pattern!r}{extra})"
+        """The pattern and values, a URL pattern's credentials and secret parameters masked
+        (with the values of the fields written there: see ``dataloader.io._redact``)."""
+        shown = redact(self.pattern)
+        hidden = set(self.values)
+        if shown != self.pattern:
+            try:
+                hidden -= {field for _, field, _, _ in string.Formatter().parse(shown) if field}
+            except ValueError:  # masking cut a field in two: show no value
+                pass
+        else:
+            hidden.clear()
+        extra = "".join(f", {k}={MASK if k in hidden else repr(v)}" for k, v in self.values.items())
+        return f"Template({shown!r}{extra})"
 
     def bind(self, target: str) -> Template:
         """Check the template for ``target`` (``"url"``, ``"key"`` or ``"path"``); return it.
