@@ -83,7 +83,12 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
-    Items are ``bytes``-like, read-only buffers (``obstore.Bytes``).
+    Items are ``bytes``, as ``FileDataset``'s and ``HttpDataset``'s: ``Decode()``,
+    ``default_collate`` and ``dataloader.torch``'s collation take them as they take
+    any bytes.  obstore hands over a buffer in Rust memory (``obstore.Bytes``, which
+    both collations refuse, as torch's own does); it is copied once into the
+    ``bytes`` (a ``bytes`` object cannot share another object's memory), on the
+    event loop thread.  ``Decode()`` then reads the ``bytes`` without a copy.
     Thread-safety: the store may be used from any thread and event loop.
 
     Raises (from the constructor):
@@ -142,7 +147,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
     def __len__(self) -> int:
         return len(self.locations)
 
-    async def __getitem__(self, index: int) -> Any:
+    async def __getitem__(self, index: int) -> bytes:
         import obstore  # lazy: an optional dependency, on first use
 
         global _runtime_pid
@@ -159,7 +164,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
             result = await obstore.get_async(self.store, key)
             size = result.meta["size"]
             if self.max_bytes is None or size <= self.max_bytes:
-                return await result.bytes_async()
+                return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
         except Exception as exc:
             raise _store_error(redact(_object_url(self.url, key)), exc) from exc
         raise over_max_bytes(redact(_object_url(self.url, key)), size, self.max_bytes)
