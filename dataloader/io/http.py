@@ -101,8 +101,10 @@ def _protocol_error(url: str, reason: str) -> OSError:
 
 def _client_error(shown: str, exc: Exception) -> Exception:
     """aiohttp's ``exc`` as this module's error, naming ``shown`` (the URL, redacted)."""
-    from aiohttp import ClientConnectionError, ClientPayloadError, ClientResponseError, InvalidURL
-    from aiohttp.http_exceptions import ContentEncodingError
+    from aiohttp import (  # lazy: an optional dependency, imported once a request failed
+        ClientConnectionError, ClientPayloadError, ClientResponseError, InvalidURL,
+    )
+    from aiohttp.http_exceptions import ContentEncodingError  # lazy: as aiohttp above
 
     if isinstance(exc, InvalidURL):
         return ValueError(f"{shown}: invalid URL ({redact_text(exc.description or 'unparsable')})")
