@@ -183,6 +183,19 @@ def test_refused_locations_are_named_without_credentials(location, match):
     assert_clean(info.value)
 
 
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: Template("https://alice:hunter2@h/{nope}?sig=AZSECRET"), "has no value"),
+    (lambda: Template("https://alice:hunter2@h/{0}?sig=AZSECRET"), "must be a name"),
+    (lambda: Template("https://alice:hunter2@h/x?sig=AZSECRET", v=1), "does not use"),
+    (lambda: HttpDataset(Locations(Template("https://alice:hunter2@{h}/x", h="a"), length=1)), "may only follow"),
+])
+def test_refused_url_templates_are_named_without_credentials(make, match):
+    with pytest.raises((ValueError, TypeError), match=match) as info:
+        make()
+    assert_clean(info.value)
+    assert "https://***@h" in str(info.value) or "https://***@{h}" in str(info.value)
+
+
 @pytest.mark.parametrize("host", ["127.0.0.1:99999", "a..b", "x" * 70 + ".invalid"])
 def test_an_invalid_url_fails_its_item_with_valueerror_naming_it_masked(host):
     pytest.importorskip("aiohttp")

@@ -114,7 +114,7 @@ def _client_error(shown: str, exc: Exception) -> Exception:
         return _Transport(f"{shown}: {type(exc).__name__}: {redact_text(str(exc))}")
     if isinstance(exc, ClientResponseError):  # the response did not parse (its "400" was never sent)
         return _protocol_error(shown, exc.message)  # not chained: its str names the URL's query
-    return _protocol_error(shown, f"{type(exc).__name__}: {exc}")  # none other is known to get here
+    return _protocol_error(shown, f"{type(exc).__name__}: {exc}")  # none other known to get here (redacted)
 
 
 def _retry_after_s(value: str | None) -> float | None:

@@ -192,7 +192,7 @@ def _store_error(where: str, exc: BaseException) -> Exception:
     from obstore import exceptions as ox  # lazy: an optional dependency
 
     _scrub(exc)
-    text = f"{where}: {type(exc).__name__}: {exc}".split("\n")[0]
+    text = f"{where}: {type(exc).__name__}: {redact_text(str(exc))}".split("\n")[0]
     if isinstance(exc, ox.NotFoundError) or isinstance(exc, FileNotFoundError):
         return FileNotFoundError(errno.ENOENT, text, where)
     if isinstance(exc, (ox.PermissionDeniedError, ox.UnauthenticatedError, PermissionError)):

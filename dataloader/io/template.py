@@ -93,26 +93,26 @@ class Template:
         try:
             parsed = list(string.Formatter().parse(pattern))
         except ValueError as exc:
-            raise ValueError(f"template {pattern!r} does not parse: {exc}") from None
+            raise ValueError(f"template {redact(pattern)!r} does not parse: {exc}") from None
         used = set()
         for _, field, spec, conversion in parsed:
             if field is None:
                 continue
             if not field.isidentifier():
                 raise ValueError(
-                    f"template {pattern!r}: field {{{field}}} must be a name ('index' or a keyword value), "
+                    f"template {redact(pattern)!r}: field {{{field}}} must be a name ('index' or a keyword value), "
                     "not positional, an attribute or an item"
                 )
             if field != "index" and field not in values:
-                raise ValueError(f"template {pattern!r} uses {{{field}}}, which has no value")
+                raise ValueError(f"template {redact(pattern)!r} uses {{{field}}}, which has no value")
             if conversion not in (None, "s", "r"):
-                raise ValueError(f"template {pattern!r}: conversion !{conversion} is not supported")
+                raise ValueError(f"template {redact(pattern)!r}: conversion !{conversion} is not supported")
             if spec and "{" in spec:
-                raise ValueError(f"template {pattern!r}: nested fields in format specs are not supported")
+                raise ValueError(f"template {redact(pattern)!r}: nested fields in format specs are not supported")
             used.add(field)
         for name, value in values.items():
             if name not in used:
-                raise ValueError(f"template {pattern!r} does not use the value {name}=")
+                raise ValueError(f"template {redact(pattern)!r} does not use the value {name}=")
             if not (callable(value) or isinstance(value, (str, int, float))) or isinstance(value, bool):
                 raise TypeError(f"template value {name}= must be a str, int, float or callable, got {type(value).__name__}")
         self.pattern = pattern
@@ -150,7 +150,7 @@ class Template:
             if not sep or "/" not in rest:
                 what = "host" if target == "url" else "bucket"
                 raise ValueError(
-                    f"template {self.pattern!r}: fields may only follow 'scheme://{what}/' "
+                    f"template {redact(self.pattern)!r}: fields may only follow 'scheme://{what}/' "
                     f"(a value never chooses the {what})"
                 )
         for _, field, spec, conversion in self._parts:
