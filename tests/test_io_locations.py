@@ -236,6 +236,26 @@ def test_run_async_times_out_each_attempt_and_counts_it_as_transient():
     assert isinstance(info.value, AttemptTimeout) and len(calls) == 2
 
 
+def test_run_async_names_the_item_with_a_function_called_only_on_a_time_out():
+    named = []
+
+    def what():
+        named.append(1)
+        return "item y"
+
+    async def fast():
+        return 7
+
+    async def slow():
+        await asyncio.sleep(10)
+
+    r = Retry(max_attempts=1, attempt_timeout_s=0.05)
+    assert asyncio.run(r.run_async(fast, lambda e: False, what)) == 7 and named == []
+    with pytest.raises(AttemptTimeout, match="^item y: attempt 1 of 1 timed out"):
+        asyncio.run(r.run_async(slow, lambda e: False, what))
+    assert named == [1]
+
+
 def test_store_config_maps_attempts_and_backoff():
     cfg = Retry(max_attempts=4, initial_backoff_s=0.2, max_backoff_s=3.0, multiplier=3.0).store_config()
     assert cfg["max_retries"] == 3

@@ -30,17 +30,22 @@ _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
 
 
 def _secret_name(name: str) -> bool:
-    plain = unquote_plus(name).lower().replace("-", "").replace("_", "")
+    if "%" in name or "+" in name:
+        name = unquote_plus(name)
+    plain = name.lower().replace("-", "").replace("_", "")
     return plain in SECRET_NAMES or any(part in plain for part in SECRET_NAME_PARTS)
 
 
 def _params(text: str) -> str:
-    """``a=1&sig=x`` with the secret parameters' values masked (separators kept)."""
-    out = []
-    for param in re.split(r"([&;])", text):
+    """``a=1&sig=x`` (or ``;``-separated) with the secret parameters' values masked."""
+    if ";" in text:
+        return ";".join(map(_params, text.split(";")))
+    params = text.split("&")
+    for i, param in enumerate(params):
         name, eq, _ = param.partition("=")
-        out.append(f"{name}={MASK}" if eq and _secret_name(name) else param)
-    return "".join(out)
+        if eq and _secret_name(name):
+            params[i] = f"{name}={MASK}"
+    return "&".join(params)
 
 
 def redact(location: str) -> str:
@@ -49,7 +54,7 @@ def redact(location: str) -> str:
     Thread-safety: a pure function.
     """
     scheme, sep, rest = location.partition("://")
-    if not sep:
+    if not sep or ("@" not in rest and "?" not in rest and "#" not in rest):
         return location
     end = len(rest)
     for ch in "/?#":

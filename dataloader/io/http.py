@@ -134,9 +134,8 @@ def _retry_after_s(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
-def _same_origin_redirect(url: str, shown: str, resp: Any) -> str:
-    """The URL a redirect response points to, if it has the origin of ``url`` (``shown``:
-    ``url`` as errors show it).
+def _same_origin_redirect(url: str, resp: Any) -> str:
+    """The URL a redirect response points to, if it has the origin of ``url``.
 
     Raises:
         PermissionError: the redirect leaves ``url``'s scheme, host and port, or adds
@@ -150,7 +149,8 @@ def _same_origin_redirect(url: str, shown: str, resp: Any) -> str:
         target = resp.url.join(yarl.URL(resp.headers["Location"]))
     except ValueError as exc:
         location = redact(resp.headers["Location"])
-        raise ValueError(f"{shown}: redirect to an invalid URL {location!r} ({redact_text(str(exc))})") from None
+        why = redact_text(str(exc))
+        raise ValueError(f"{redact(url)}: redirect to an invalid URL {location!r} ({why})") from None
     origin = yarl.URL(url)
     why = ""
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
@@ -161,7 +161,8 @@ def _same_origin_redirect(url: str, shown: str, resp: Any) -> str:
         why = "a redirect may not add or change credentials (user:password@) in the URL"
     if why:
         refused = PermissionError(
-            errno.EACCES, f"{shown}: HTTP {resp.status} redirect to {redact(str(target))} refused: {why}", shown
+            errno.EACCES, f"{redact(url)}: HTTP {resp.status} redirect to {redact(str(target))} refused: {why}",
+            redact(url),
         )
         refused.status = resp.status  # type: ignore[attr-defined]
         raise refused
@@ -245,16 +246,15 @@ class HttpDataset(AsyncDataset[bytes]):
         import asyncio
 
         url = self.locations[index]
-        shown = redact(url)  # what errors name: no credentials (see the module)
-        try:
+        try:  # errors name redact(url), made only when one is raised
             async with asyncio.timeout(self.timeout_s):
-                return await self.retry.run_async(lambda: self._attempt(url, shown), _transient, shown)
+                return await self.retry.run_async(lambda: self._attempt(url), _transient, lambda: redact(url))
         except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             raise ConnectionError(str(exc)) from exc.__cause__
         except TimeoutError as exc:
             if str(exc):
                 raise TimeoutError(str(exc)) from None
-            raise TimeoutError(f"{shown}: not fetched within timeout_s={self.timeout_s}") from None
+            raise TimeoutError(f"{redact(url)}: not fetched within timeout_s={self.timeout_s}") from None
 
     def _mutex(self) -> threading.Lock:
         if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
@@ -278,8 +278,8 @@ class HttpDataset(AsyncDataset[bytes]):
                 self._sessions[loop] = session
             return session
 
-    async def _attempt(self, url: str, shown: str) -> bytes:
-        """One GET of ``url``, redirects followed; errors name ``shown`` (``url`` redacted).
+    async def _attempt(self, url: str) -> bytes:
+        """One GET of ``url``, redirects followed; errors name ``redact(url)``.
 
         Every aiohttp exception is mapped here (none leaves as it is): see the module.
         """
@@ -290,30 +290,30 @@ class HttpDataset(AsyncDataset[bytes]):
             for _ in range(MAX_REDIRECTS + 1):
                 async with self._session().get(at, allow_redirects=False) as resp:
                     if resp.status in _REDIRECTS and "Location" in resp.headers:
-                        at = _same_origin_redirect(url, shown, resp)
+                        at = _same_origin_redirect(url, resp)
                         continue
                     if resp.status < 200:  # "HTTP/1.1 000": no final status at all
-                        raise _protocol_error(shown, f"status {resp.status} is not a final response status")
+                        raise _protocol_error(redact(url), f"status {resp.status} is not a final response status")
                     if resp.status >= 300:
-                        raise _status_error(shown, resp.status, resp.reason, resp.headers.get("Retry-After"))
-                    return await self._read_body(shown, resp)
+                        raise _status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
+                    return await self._read_body(url, resp)
         except UnicodeError as exc:  # yarl: a host IDNA cannot encode ("a..b", a label over 63)
-            raise ValueError(f"{shown}: invalid URL (its host: {exc})") from None
+            raise ValueError(f"{redact(url)}: invalid URL (its host: {exc})") from None
         except aiohttp.ClientError as exc:
-            mapped = _client_error(shown, exc)
+            mapped = _client_error(redact(url), exc)
             raise mapped from (exc if isinstance(mapped, _Transport) else None)
-        raise OSError(f"{shown}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
+        raise OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
 
     async def _read_body(self, url: str, resp: Any) -> bytes:
         limit = self.max_bytes
         if limit is not None and resp.content_length is not None and resp.content_length > limit:
-            raise over_max_bytes(url, resp.content_length, limit)
+            raise over_max_bytes(redact(url), resp.content_length, limit)
         chunks = []
         got = 0
         async for chunk in resp.content.iter_any():
             got += len(chunk)
             if limit is not None and got > limit:
-                raise over_max_bytes(url, f"more than {limit}", limit)
+                raise over_max_bytes(redact(url), f"more than {limit}", limit)
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

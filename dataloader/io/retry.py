@@ -152,9 +152,15 @@ class Retry:
             time.sleep(min(wait, threading.TIMEOUT_MAX))  # time.sleep overflows past ~292 years
 
     async def run_async(
-        self, attempt: Callable[[], Awaitable[T]], transient: Callable[[BaseException], bool], what: str
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        transient: Callable[[BaseException], bool],
+        what: str | Callable[[], str],
     ) -> T:
         """``run`` for a coroutine, each attempt bounded by ``attempt_timeout_s``.
+
+        ``what`` names the item in a time-out's message: a string, or a function that
+        makes it (called only then).
 
         Raises:
             TimeoutError: the last attempt timed out (naming ``what``).
@@ -169,8 +175,9 @@ class Retry:
                     async with asyncio.timeout(self.attempt_timeout_s):
                         return await attempt()
                 except TimeoutError:
+                    name = what() if callable(what) else what
                     raise AttemptTimeout(
-                        f"{what}: attempt {failures + 1} of {self.max_attempts} timed out "
+                        f"{name}: attempt {failures + 1} of {self.max_attempts} timed out "
                         f"after {self.attempt_timeout_s} s (attempt_timeout_s)"
                     ) from None
             except Exception as exc:
