@@ -241,3 +241,65 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return False
     except OSError:  # reset
         return True
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 that answers ``GET /NAME`` with ``responses[NAME]``, bytes
+    written as they are (broken HTTP: a garbage status line, a bad Content-Length, ...), then
+    closes the connection; an unknown name gets nothing but the close.  ``count(name)`` is
+    how many requests asked for it.
+
+    Bounded: a request head over 64 KiB or slower than ``MAX_WAIT_S`` is dropped, and the
+    server stops by itself ``lifetime_s`` after it started if ``close()`` never comes.
+    """
+
+    def __init__(self, responses: dict[str, bytes], lifetime_s: float = 3 * MAX_WAIT_S) -> None:
+        self.responses = dict(responses)
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.sock.settimeout(0.05)
+        self.port = self.sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._deadline = time.monotonic() + lifetime_s
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def count(self, name: str) -> int:
+        with self.lock:
+            return self.counts.get(name, 0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set() and time.monotonic() < self._deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(MAX_WAIT_S)
+            head = b""
+            try:
+                while b"\r\n\r\n" not in head and len(head) < 65536:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    head += chunk
+                target = head.split(b" ", 2)[1].decode("latin-1")
+                name = urlsplit(target).path.lstrip("/")
+                with self.lock:
+                    self.counts[name] = self.counts.get(name, 0) + 1
+                conn.sendall(self.responses.get(name, b""))
+                conn.shutdown(socket.SHUT_WR)
+            except (OSError, IndexError):  # the client went away, or not HTTP at all
+                return

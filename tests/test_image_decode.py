@@ -48,6 +48,34 @@ def test_decode_tuple_item_and_path_input():
     np.testing.assert_array_equal(Decode()(np.frombuffer(data, np.uint8)), image)
 
 
+def test_decode_reads_any_buffer_protocol_object(tmp_path):
+    import array
+    import mmap
+
+    data = JPEGS[0].read_bytes()
+    expected = Decode()(data)
+    path = tmp_path / "a.jpg"
+    path.write_bytes(data)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        buffers = [bytearray(data), memoryview(data), array.array("B", data), mapped]
+        try:
+            import obstore
+        except ImportError:
+            obstore = None
+        if obstore is not None:  # what obstore's own get() returns: obstore.Bytes
+            store = obstore.store.MemoryStore()
+            obstore.put(store, "a.jpg", data)
+            buffers.append(obstore.get(store, "a.jpg").bytes())
+        for buffer in buffers:
+            np.testing.assert_array_equal(Decode()(buffer), expected, err_msg=type(buffer).__name__)
+
+
+@pytest.mark.parametrize("value", [None, 12, 1.5, [1, 2], object()])
+def test_decode_refuses_what_is_neither_a_buffer_nor_a_path(value):
+    with pytest.raises(TypeError, match=f"bytes or a path .*got {type(value).__name__}"):
+        Decode()(value)
+
+
 def test_decode_draft_keeps_at_least_the_requested_size():
     data = JPEGS[0].read_bytes()
     full = Decode()(data)

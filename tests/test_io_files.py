@@ -80,6 +80,17 @@ def test_dot_dot_locations_and_template_values_never_leave_root(tree):
         FileDataset(["a\x00b"])
 
 
+@pytest.mark.parametrize("root", [None, "tree"])
+def test_a_nul_in_a_location_is_refused_naming_the_whole_location(tree, root):
+    with pytest.raises(ValueError) as info:
+        FileDataset(["ok.bin", "sub/dir/a.txt\x00"], root=tree if root else None)
+    assert str(info.value) == "item 1: location 'sub/dir/a.txt\\x00' contains a NUL character ('\\x00'), which a path may not"
+    ds = FileDataset(Locations(lambda i: "sub/dir/b\x00.txt", length=1), root=tree if root else None)
+    with pytest.raises(ValueError, match=r"item 0: location 'sub/dir/b\\x00.txt' contains a NUL") as info:
+        ds[0]
+    assert "template value" not in str(info.value)
+
+
 def test_max_bytes_fails_a_larger_file_with_its_size_before_reading(tree):
     ds = FileDataset(Locations(Template("train/{index:03d}.bin"), length=6), root=tree, max_bytes=3)
     assert ds[2] == b"\x02" * 3

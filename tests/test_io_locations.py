@@ -154,6 +154,48 @@ def test_backoff_grows_exponentially_to_its_cap_and_jitter_stays_below_it():
     assert all(0 <= d <= 0.4 for d in draws) and len(set(draws)) > 1
 
 
+@pytest.mark.parametrize("multiplier", [2.0, 2, 1.5, 1e300])
+def test_backoff_stays_at_its_cap_for_any_number_of_attempts(multiplier):
+    r = Retry(max_attempts=2000, initial_backoff_s=0.1, max_backoff_s=15.0, multiplier=multiplier, jitter=False)
+    waits = [r.backoff_s(n) for n in (1, 2, 40, 1024, 1025, 1026, 2000, 10**6, 10**18)]
+    assert waits[0] == 0.1 and waits[-1] == 15.0 and all(0.1 <= w <= 15.0 for w in waits)
+    assert waits == sorted(waits)
+    tiny = Retry(initial_backoff_s=5e-324, max_backoff_s=1e300, multiplier=2, jitter=False)
+    assert tiny.backoff_s(1100) == pytest.approx(2.0**25)  # 2**-1074 * 2**1099: 2**1099 alone overflows
+    assert tiny.backoff_s(10**9) == 1e300
+    assert Retry(initial_backoff_s=0, max_backoff_s=0).backoff_s(5000) == 0
+
+
+@pytest.mark.timeout(60)
+def test_run_and_run_async_survive_thousands_of_attempts():
+    r = Retry(max_attempts=2000, initial_backoff_s=0, max_backoff_s=0, attempt_timeout_s=None)
+    calls = []
+
+    def fail():
+        calls.append(1)
+        raise ConnectionError(f"attempt {len(calls)}")
+
+    async def fail_async():
+        return fail()
+
+    with pytest.raises(ConnectionError, match="attempt 2000$"):
+        r.run(fail, lambda e: True)
+    with pytest.raises(ConnectionError, match="attempt 4000$"):
+        asyncio.run(r.run_async(fail_async, lambda e: True, "item x"))
+
+
+@pytest.mark.parametrize("name", ["initial_backoff_s", "max_backoff_s", "multiplier"])
+def test_retry_refuses_infinite_backoffs(name):
+    with pytest.raises(ValueError, match=f"{name}=inf must be finite"):
+        Retry(**{name: float("inf"), **({"max_backoff_s": float("inf")} if name == "initial_backoff_s" else {})})
+
+
+def test_store_config_of_huge_retries_stays_in_range():
+    cfg = Retry(max_attempts=10**30, initial_backoff_s=1e299, max_backoff_s=1e300, attempt_timeout_s=1e300).store_config()
+    assert cfg["max_retries"] == (1 << 63) - 1
+    assert cfg["retry_timeout"].days > 365 * 2000 and cfg["backoff"]["max_backoff"].days > 365 * 2000
+
+
 def test_run_retries_transient_failures_only_and_raises_the_last():
     r = Retry(max_attempts=3, initial_backoff_s=0, max_backoff_s=0)
     calls = []
@@ -192,6 +234,26 @@ def test_run_async_times_out_each_attempt_and_counts_it_as_transient():
     with pytest.raises(TimeoutError, match="attempt 2 of 2 timed out") as info:
         asyncio.run(r.run_async(slow, lambda e: False, "item x"))
     assert isinstance(info.value, AttemptTimeout) and len(calls) == 2
+
+
+def test_run_async_names_the_item_with_a_function_called_only_on_a_time_out():
+    named = []
+
+    def what():
+        named.append(1)
+        return "item y"
+
+    async def fast():
+        return 7
+
+    async def slow():
+        await asyncio.sleep(10)
+
+    r = Retry(max_attempts=1, attempt_timeout_s=0.05)
+    assert asyncio.run(r.run_async(fast, lambda e: False, what)) == 7 and named == []
+    with pytest.raises(AttemptTimeout, match="^item y: attempt 1 of 1 timed out"):
+        asyncio.run(r.run_async(slow, lambda e: False, what))
+    assert named == [1]
 
 
 def test_store_config_maps_attempts_and_backoff():

@@ -231,6 +231,13 @@ def test_a_memory_url_store_fetches_its_objects_and_fails_a_missing_key():
     assert out[3][0] == "error" and out[3][1][0] == "FileNotFoundError" and "a/none" in out[3][1][1][1]
 
 
+def test_a_retry_with_huge_attempts_and_time_outs_builds_its_store():
+    retry = Retry(max_attempts=10**30, max_backoff_s=1e300, attempt_timeout_s=1e300)
+    ds = ObjectStoreDataset(["a/0"], url="memory:///", retry=retry)
+    obstore.put(ds.store, "a/0", b"x")
+    assert fetch_all(ds) == [("batch", [b"x"])]
+
+
 def test_a_local_store_given_by_the_caller(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.bin").write_bytes(b"AA")

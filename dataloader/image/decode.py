@@ -67,7 +67,9 @@ class Decode(Transform):
             result is still at least that large, which is several times faster
             when the image is downscaled afterwards anyway.  Other formats ignore it.
 
-    Input: ``bytes``-like encoded data, or a path (``str``/``os.PathLike``).
+    Input: encoded data in any buffer-protocol object (``bytes``, read in place;
+    ``bytearray``, ``memoryview``, a ``uint8`` array, ``obstore.Bytes``, ``mmap``: copied
+    once), or a path (``str``/``os.PathLike``).
     Output: a read-only, C-contiguous ``uint8`` array of shape ``(H, W, C)``.
     Thread-safety: stateless; safe to share.
 
@@ -90,11 +92,16 @@ class Decode(Transform):
         if isinstance(value, (str, os.PathLike)):
             source: Any = value
             where = f" {os.fspath(value)!r}"
-        elif isinstance(value, (bytes, bytearray, memoryview, np.ndarray)):
-            source = io.BytesIO(value.data if isinstance(value, np.ndarray) else value)
+        else:  # bytes are read in place; another buffer (obstore.Bytes, mmap, array) is copied
+            data = value.data if isinstance(value, np.ndarray) else value
+            try:
+                memoryview(data)  # the buffer protocol (io.BytesIO(None) would be an empty file)
+            except TypeError:
+                raise TypeError(
+                    f"Decode expects bytes or a path (bytes: any buffer-protocol object), got {type(value).__name__}"
+                ) from None
+            source = io.BytesIO(data)
             where = _current_item(source.getbuffer().nbytes)
-        else:
-            raise TypeError(f"Decode expects bytes or a path, got {type(value).__name__}")
         try:
             with Image.open(source) as im:
                 if self.draft is not None and im.format == "JPEG":

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from dataloader.dataset import Dataset
 from dataloader.io.locations import Locations
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
-from dataloader.io.template import check_value
 
 if TYPE_CHECKING:
     from dataloader.io.retry import Retry
@@ -81,7 +80,8 @@ class FileDataset(Dataset[bytes]):
         self.locations = Locations(locations).bind("path", self._check_path)
 
     def _check_path(self, location: str) -> str:
-        check_value("location", location.replace("/", "").replace("\\", ""), "path")  # NUL
+        if "\x00" in location:  # os.open would raise "embedded null byte", naming nothing
+            raise ValueError(f"location {location!r} contains a NUL character ('\\x00'), which a path may not")
         if self.root is None:
             return location
         if os.path.isabs(location):

@@ -12,7 +12,18 @@ Failures: statuses 408, 429, 500, 502, 503 and 504, connection and transport
 errors (refused, reset, a body cut short) and the per-attempt time-out are
 transient and tried again by ``retry``; other statuses are final: 404 and 410
 raise ``FileNotFoundError``, 401 and 403 ``PermissionError``, others ``OSError``.
-Each error names the URL and, for a status, the status (``exc.status``).
+A response that is not HTTP (a garbage or HTTP/0.9 status line, status 9999 or
+000, a bad or duplicate ``Content-Length``, a header over aiohttp's 8,190 bytes
+or too many headers, a bad chunk size) is a protocol error: ``OSError`` with
+``errno.EPROTO`` and ``status`` None, final (aiohttp's own ``ClientResponseError``
+says ``status=400``, which no server sent, and is no ``OSError``).  No aiohttp
+exception leaves a dataset as it is.  Each error names the URL and, for a
+status, the status (``exc.status``).
+
+URLs are shown without credentials, in every error (message, ``filename``,
+the message of a chained cause) and in ``repr``: userinfo (``user:password@``)
+and the values of secret-looking query parameters (``token``, ``sig``,
+``X-Amz-Signature``, ...) become ``***`` (the rule: ``dataloader.io._redact``).
 A 429 or 503 with ``Retry-After`` (seconds or an HTTP date) waits at least that
 long before the next attempt, capped by ``Retry.max_backoff_s`` (``Retry.wait_s``).
 
@@ -35,6 +46,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io._redact import redact, redact_text
 from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry
@@ -47,6 +59,7 @@ DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_TIMEOUT_S = 300.0
 MAX_REDIRECTS = 10  # aiohttp's default max_redirects
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_MAX_REASON = 200  # characters of a parser's complaint kept in a protocol error (it may quote the response)
 
 
 class _Transport(ConnectionError):
@@ -58,6 +71,7 @@ def _transient(exc: BaseException) -> bool:
 
 
 def _status_error(url: str, status: int, reason: str | None, retry_after: str | None = None) -> OSError:
+    """The error of a final status; ``url`` as shown (redacted)."""
     text = f"{url}: HTTP {status} {reason or ''}".rstrip()
     exc: OSError
     if status in (404, 410):
@@ -70,6 +84,37 @@ def _status_error(url: str, status: int, reason: str | None, retry_after: str | 
     if status in (429, 503):
         exc.retry_after_s = _retry_after_s(retry_after)  # type: ignore[attr-defined]
     return exc
+
+
+def _protocol_error(url: str, reason: str) -> OSError:
+    """A response that is not HTTP (it did not parse, or its status is not one): ``OSError``
+    with ``errno.EPROTO`` and ``status`` None (no status was received), naming ``url`` (as
+    shown) and the parser's reason on one line.  Final: a server that answers so is not
+    answering a retry better."""
+    reason = " ".join(redact_text(reason).split())
+    if len(reason) > _MAX_REASON:
+        reason = reason[: _MAX_REASON - 3] + "..."
+    exc = OSError(errno.EPROTO, f"{url}: malformed HTTP response: {reason}")
+    exc.status = None  # type: ignore[attr-defined]
+    return exc
+
+
+def _client_error(shown: str, exc: Exception) -> Exception:
+    """aiohttp's ``exc`` as this module's error, naming ``shown`` (the URL, redacted)."""
+    from aiohttp import (  # lazy: an optional dependency, imported once a request failed
+        ClientConnectionError, ClientPayloadError, ClientResponseError, InvalidURL,
+    )
+    from aiohttp.http_exceptions import ContentEncodingError  # lazy: as aiohttp above
+
+    if isinstance(exc, InvalidURL):
+        return ValueError(f"{shown}: invalid URL ({redact_text(exc.description or 'unparsable')})")
+    if isinstance(exc, ClientPayloadError) and isinstance(exc.__cause__, ContentEncodingError):
+        return _protocol_error(shown, exc.__cause__.message)  # a body that does not decode: final
+    if isinstance(exc, (ClientConnectionError, ClientPayloadError)):  # refused, reset, cut short
+        return _Transport(f"{shown}: {type(exc).__name__}: {redact_text(str(exc))}")
+    if isinstance(exc, ClientResponseError):  # the response did not parse (its "400" was never sent)
+        return _protocol_error(shown, exc.message)  # not chained: its str names the URL's query
+    return _protocol_error(shown, f"{type(exc).__name__}: {exc}")  # none other known to get here (redacted)
 
 
 def _retry_after_s(value: str | None) -> float | None:
@@ -94,7 +139,8 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
 
     Raises:
         PermissionError: the redirect leaves ``url``'s scheme, host and port, or adds
-            credentials (``user:password@``) that ``url`` does not have (naming both URLs).
+            credentials (``user:password@``) that ``url`` does not have (naming both URLs,
+            redacted).
         ValueError: its ``Location`` is not a URL.
     """
     import yarl  # lazy: aiohttp's dependency, on first use
@@ -102,7 +148,9 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     try:
         target = resp.url.join(yarl.URL(resp.headers["Location"]))
     except ValueError as exc:
-        raise ValueError(f"{url}: redirect to an invalid URL {resp.headers['Location']!r} ({exc})") from None
+        location = redact(resp.headers["Location"])
+        why = redact_text(str(exc))
+        raise ValueError(f"{redact(url)}: redirect to an invalid URL {location!r} ({why})") from None
     origin = yarl.URL(url)
     why = ""
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
@@ -111,10 +159,10 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
         origin.raw_user, origin.raw_password
     ):
         why = "a redirect may not add or change credentials (user:password@) in the URL"
-        target = target.with_user(None)  # never repeated in the message
     if why:
         refused = PermissionError(
-            errno.EACCES, f"{url}: HTTP {resp.status} redirect to {target} refused: {why}", url
+            errno.EACCES, f"{redact(url)}: HTTP {resp.status} redirect to {redact(str(target))} refused: {why}",
+            redact(url),
         )
         refused.status = resp.status  # type: ignore[attr-defined]
         raise refused
@@ -122,9 +170,12 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
 
 
 def _check_url(location: str) -> str:
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError as exc:  # "Invalid IPv6 URL", a bad port
+        raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"location {location!r} is not an http:// or https:// URL with a host")
+        raise ValueError(f"location {redact(location)!r} is not an http:// or https:// URL with a host")
     return location
 
 
@@ -153,12 +204,13 @@ class HttpDataset(AsyncDataset[bytes]):
     Thread-safety: the coroutines run on event loops; one session (connection
     pool) per loop, created on first use and closed by ``aclose()``.
 
-    Raises (for that item's batch):
+    Raises (for that item's batch; every URL shown without credentials, see the module):
         IndexError: the index is out of range.
-        ValueError: a refused location, or a body over ``max_bytes``.
+        ValueError: a refused or invalid location, or a body over ``max_bytes``.
         TimeoutError: the last attempt timed out, or ``timeout_s`` passed.
         FileNotFoundError, PermissionError, ConnectionError, OSError: see the module
-            (``PermissionError`` also for a redirect to another origin).
+            (``PermissionError`` also for a redirect to another origin; ``OSError`` with
+            ``errno.EPROTO`` and ``status`` None for a response that is not HTTP).
     """
 
     def __init__(
@@ -194,15 +246,15 @@ class HttpDataset(AsyncDataset[bytes]):
         import asyncio
 
         url = self.locations[index]
-        try:
+        try:  # errors name redact(url), made only when one is raised
             async with asyncio.timeout(self.timeout_s):
-                return await self.retry.run_async(lambda: self._attempt(url), _transient, url)
+                return await self.retry.run_async(lambda: self._attempt(url), _transient, lambda: redact(url))
         except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             raise ConnectionError(str(exc)) from exc.__cause__
         except TimeoutError as exc:
             if str(exc):
                 raise TimeoutError(str(exc)) from None
-            raise TimeoutError(f"{url}: not fetched within timeout_s={self.timeout_s}") from None
+            raise TimeoutError(f"{redact(url)}: not fetched within timeout_s={self.timeout_s}") from None
 
     def _mutex(self) -> threading.Lock:
         if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
@@ -227,6 +279,10 @@ class HttpDataset(AsyncDataset[bytes]):
             return session
 
     async def _attempt(self, url: str) -> bytes:
+        """One GET of ``url``, redirects followed; errors name ``redact(url)``.
+
+        Every aiohttp exception is mapped here (none leaves as it is): see the module.
+        """
         import aiohttp  # lazy: an optional dependency, on first use
 
         at = url
@@ -236,25 +292,28 @@ class HttpDataset(AsyncDataset[bytes]):
                     if resp.status in _REDIRECTS and "Location" in resp.headers:
                         at = _same_origin_redirect(url, resp)
                         continue
+                    if resp.status < 200:  # "HTTP/1.1 000": no final status at all
+                        raise _protocol_error(redact(url), f"status {resp.status} is not a final response status")
                     if resp.status >= 300:
-                        raise _status_error(url, resp.status, resp.reason, resp.headers.get("Retry-After"))
+                        raise _status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
                     return await self._read_body(url, resp)
-        except aiohttp.InvalidURL as exc:
-            raise ValueError(f"{url}: invalid URL ({exc})") from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise _Transport(f"{url}: {type(exc).__name__}: {exc}") from exc
-        raise OSError(f"{url}: too many redirects (more than {MAX_REDIRECTS}; the last to {at})")
+        except UnicodeError as exc:  # yarl: a host IDNA cannot encode ("a..b", a label over 63)
+            raise ValueError(f"{redact(url)}: invalid URL (its host: {exc})") from None
+        except aiohttp.ClientError as exc:
+            mapped = _client_error(redact(url), exc)
+            raise mapped from (exc if isinstance(mapped, _Transport) else None)
+        raise OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
 
     async def _read_body(self, url: str, resp: Any) -> bytes:
         limit = self.max_bytes
         if limit is not None and resp.content_length is not None and resp.content_length > limit:
-            raise over_max_bytes(url, resp.content_length, limit)
+            raise over_max_bytes(redact(url), resp.content_length, limit)
         chunks = []
         got = 0
         async for chunk in resp.content.iter_any():
             got += len(chunk)
             if limit is not None and got > limit:
-                raise over_max_bytes(url, f"more than {limit}", limit)
+                raise over_max_bytes(redact(url), f"more than {limit}", limit)
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

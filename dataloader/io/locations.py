@@ -13,6 +13,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dataloader.io._redact import redact
 from dataloader.io.template import Template, check_components
 
 __all__ = ["Locations"]
@@ -115,7 +116,9 @@ class Locations:
         return _checked(loc, target, check, i)
 
     def __repr__(self) -> str:
-        return f"Locations({self.source!r}, length={self.length})"
+        """URLs shown without credentials or secret query parameters (``dataloader.io._redact``)."""
+        source = tuple(map(redact, self.source)) if isinstance(self.source, tuple) else self.source
+        return f"Locations({source!r}, length={self.length})"
 
 
 def _checked(location: str, target: str, check: Callable[[str], str], index: int) -> str:

@@ -8,8 +8,11 @@ request time-out, so no second retry loop runs on top: the store retries 5xx
 responses, connection errors and time-outs; other errors are final.
 
 Errors: a missing object or bucket raises ``FileNotFoundError``, a refused one
-``PermissionError``, a time-out ``TimeoutError``, others ``OSError``, each naming
-the location; the store's own exception is the ``__cause__``.
+``PermissionError``, a time-out ``TimeoutError``, a key obstore cannot parse
+``ValueError``, others ``OSError``, each naming the location; the store's own
+exception is the ``__cause__``.  Locations are shown without credentials, in
+errors (the cause's message too: obstore names the request's URL) and ``repr``
+(see ``HttpDataset``).
 
 ``fork()``: obstore runs its requests on one tokio runtime per process, whose
 threads a forked child does not inherit; a request there would wait forever.  Once
@@ -23,14 +26,14 @@ from __future__ import annotations
 
 import errno
 import os
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io._redact import redact, redact_text
 from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
-from dataloader.io.retry import Retry
+from dataloader.io.retry import Retry, seconds_delta
 from dataloader.io.template import Template
 
 __all__ = ["ObjectStoreDataset"]
@@ -44,10 +47,22 @@ def _store_url(location: str) -> str:
     Raises:
         ValueError: ``location`` is not ``scheme://bucket/key``.
     """
-    parts = urlsplit(location)
+    try:
+        parts = urlsplit(location)
+    except ValueError as exc:  # "Invalid IPv6 URL"
+        raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
     if not parts.scheme or not parts.netloc or not parts.path.strip("/"):
-        raise ValueError(f"location {location!r} is not a scheme://bucket/key URL; or pass url= or store=")
+        raise ValueError(f"location {redact(location)!r} is not a scheme://bucket/key URL; or pass url= or store=")
     return f"{parts.scheme}://{parts.netloc}"
+
+
+def _object_url(url: str | None, key: str) -> str:
+    """The object ``key`` of the store at ``url`` as a URL for errors (the key joins the
+    path, before a query such as an Azure SAS token); the key alone without ``url``."""
+    if url is None:
+        return key
+    base, q, query = url.partition("?")
+    return f"{base if base.endswith('/') else base + '/'}{key}{q}{query}"
 
 
 class ObjectStoreDataset(AsyncDataset[bytes]):
@@ -68,7 +83,12 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
-    Items are ``bytes``-like, read-only buffers (``obstore.Bytes``).
+    Items are ``bytes``, as ``FileDataset``'s and ``HttpDataset``'s: ``Decode()``,
+    ``default_collate`` and ``dataloader.torch``'s collation take them as they take
+    any bytes.  obstore hands over a buffer in Rust memory (``obstore.Bytes``, which
+    both collations refuse, as torch's own does); it is copied once into the
+    ``bytes`` (a ``bytes`` object cannot share another object's memory), on the
+    event loop thread.  ``Decode()`` then reads the ``bytes`` without a copy.
     Thread-safety: the store may be used from any thread and event loop.
 
     Raises (from the constructor):
@@ -105,7 +125,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
 
             assert self.retry is not None and url is not None
             options = dict(store_options)
-            client: dict[str, Any] = {"timeout": timedelta(seconds=self.retry.attempt_timeout_s or 300.0)}
+            client: dict[str, Any] = {"timeout": seconds_delta(self.retry.attempt_timeout_s or 300.0)}
             client.update(options.pop("client_options", None) or {})
             from_url: Any = obstore.store.from_url  # its overloads want literal config keys
             store = from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
@@ -114,16 +134,20 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
     def _check_key(self, location: str) -> str:
         if self._prefix:
             if not location.startswith(self._prefix):
-                raise ValueError(f"location {location!r} is not in {self._prefix!r} (one bucket per dataset)")
+                raise ValueError(
+                    f"location {redact(location)!r} is not in {redact(self._prefix)!r} (one bucket per dataset)"
+                )
             return location[len(self._prefix):]
         if "://" in location:
-            raise ValueError(f"location {location!r} is a URL; with url= or store= give keys relative to the store")
+            raise ValueError(
+                f"location {redact(location)!r} is a URL; with url= or store= give keys relative to the store"
+            )
         return location
 
     def __len__(self) -> int:
         return len(self.locations)
 
-    async def __getitem__(self, index: int) -> Any:
+    async def __getitem__(self, index: int) -> bytes:
         import obstore  # lazy: an optional dependency, on first use
 
         global _runtime_pid
@@ -136,20 +160,18 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
                 )
             _runtime_pid = os.getpid()  # racing first fetches all write this same value
         key = self.locations[index]
-        where = f"{self._prefix or (self.url.rstrip('/') + '/' if self.url else '')}{key}"
         try:
             result = await obstore.get_async(self.store, key)
             size = result.meta["size"]
-            if self.max_bytes is not None and size > self.max_bytes:
-                raise over_max_bytes(where, size, self.max_bytes)
-            return await result.bytes_async()
-        except ValueError:
-            raise
+            if self.max_bytes is None or size <= self.max_bytes:
+                return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
         except Exception as exc:
-            raise _store_error(where, exc) from exc
+            raise _store_error(redact(_object_url(self.url, key)), exc) from exc
+        raise over_max_bytes(redact(_object_url(self.url, key)), size, self.max_bytes)
 
     def __repr__(self) -> str:
-        return f"ObjectStoreDataset({self.locations!r}, url={self.url!r}, max_bytes={self.max_bytes})"
+        url = None if self.url is None else redact(self.url)
+        return f"ObjectStoreDataset({self.locations!r}, url={url!r}, max_bytes={self.max_bytes})"
 
 
 def _first_location(locs: Locations) -> str:
@@ -163,14 +185,31 @@ def _first_location(locs: Locations) -> str:
     raise ValueError("with a callable location, pass url= or store=")
 
 
-def _store_error(where: str, exc: BaseException) -> OSError:
+def _store_error(where: str, exc: BaseException) -> Exception:
+    """obstore's ``exc`` as ours, naming ``where`` (redacted); ``exc``'s own message is
+    redacted in place, as it stays the ``__cause__`` (obstore names the request's URL, with
+    its credentials and query)."""
     from obstore import exceptions as ox  # lazy: an optional dependency
 
-    text = f"{where}: {type(exc).__name__}: {exc}".split("\n")[0]
+    _scrub(exc)
+    text = f"{where}: {type(exc).__name__}: {redact_text(str(exc))}".split("\n")[0]
     if isinstance(exc, ox.NotFoundError) or isinstance(exc, FileNotFoundError):
         return FileNotFoundError(errno.ENOENT, text, where)
     if isinstance(exc, (ox.PermissionDeniedError, ox.UnauthenticatedError, PermissionError)):
         return PermissionError(errno.EACCES, text, where)
     if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower():
         return TimeoutError(text)
+    if isinstance(exc, ValueError):  # a key obstore cannot parse ("a//b", a control character)
+        return ValueError(text)
     return OSError(text)
+
+
+def _scrub(exc: BaseException) -> None:
+    """Redact the URLs in the messages of ``exc`` and the exceptions it chains (in place)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if any(isinstance(a, str) and "://" in a for a in at.args):
+            at.args = tuple(redact_text(a) if isinstance(a, str) else a for a in at.args)
+        at = at.__cause__ or at.__context__

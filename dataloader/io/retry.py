@@ -22,16 +22,27 @@ Defaults and where they came from:
 
 from __future__ import annotations
 
+import math
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-__all__ = ["AttemptTimeout", "Retry"]
+__all__ = ["AttemptTimeout", "Retry", "seconds_delta"]
 
 T = TypeVar("T")
+# The longest span a datetime.timedelta holds, minus a margin (timedelta(seconds=...) raises
+# OverflowError past it): obstore's durations are clamped to it (about 2,700 years).
+_MAX_DELTA_S = timedelta.max.total_seconds() / 1000
+_MAX_RETRIES = (1 << 63) - 1  # object_store counts retries in a Rust usize: larger is OverflowError
+
+
+def seconds_delta(seconds: float) -> timedelta:
+    """``timedelta(seconds=seconds)``, clamped to what a ``timedelta`` holds (no OverflowError)."""
+    return timedelta(seconds=min(float(seconds), _MAX_DELTA_S))
 
 
 class AttemptTimeout(TimeoutError):
@@ -44,10 +55,11 @@ class Retry:
 
     Args:
         max_attempts: attempts in all, the first included (>= 1; 1 = no retry).
-        initial_backoff_s: backoff before the second attempt, seconds (>= 0).
-        max_backoff_s: the most any backoff waits, seconds (>= initial_backoff_s); also
-            the cap on a wait a server asks for with HTTP ``Retry-After``.
-        multiplier: growth of the backoff per attempt (>= 1).
+        initial_backoff_s: backoff before the second attempt, seconds (>= 0, finite).
+        max_backoff_s: the most any backoff waits, seconds (>= initial_backoff_s, finite);
+            also the cap on a wait a server asks for with HTTP ``Retry-After``.
+        multiplier: growth of the backoff per attempt (>= 1, finite).  The backoff reaches
+            ``max_backoff_s`` and stays there, for any number of attempts.
         jitter: wait a uniform random time in ``[0, backoff]`` instead of ``backoff``
             (spreads the retries of many items that failed together).
         attempt_timeout_s: seconds one attempt may take (connect, headers and the
@@ -77,6 +89,8 @@ class Retry:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise TypeError(f"{name} must be a number, got {value!r}")
+            if not math.isfinite(value):
+                raise ValueError(f"{name}={value!r} must be finite")
         if self.initial_backoff_s < 0:
             raise ValueError(f"initial_backoff_s={self.initial_backoff_s} must be >= 0")
         if self.max_backoff_s < self.initial_backoff_s:
@@ -88,9 +102,24 @@ class Retry:
             raise ValueError(f"attempt_timeout_s={t!r} must be > 0 or None")
 
     def backoff_s(self, failures: int) -> float:
-        """Seconds to wait after the ``failures``-th failed attempt (1 for the first)."""
-        cap = min(self.max_backoff_s, self.initial_backoff_s * self.multiplier ** max(0, failures - 1))
+        """Seconds to wait after the ``failures``-th failed attempt (1 for the first):
+        ``min(max_backoff_s, initial_backoff_s * multiplier ** (failures - 1))``, or a uniform
+        draw below it with ``jitter``.  Any ``failures`` works: the cap is applied before the
+        power, which is never computed past it (``2.0 ** 1024`` overflows)."""
+        cap = self._undrawn_backoff_s(max(0, failures - 1))
         return random.uniform(0.0, cap) if self.jitter else cap
+
+    def _undrawn_backoff_s(self, n: int) -> float:
+        initial, top, base = float(self.initial_backoff_s), float(self.max_backoff_s), float(self.multiplier)
+        if n == 0 or initial == 0.0 or base == 1.0:
+            return min(top, initial)
+        # initial * base ** n >= top exactly when n >= log(top / initial) / log(base): cap there.
+        if n >= (math.log(top) - math.log(initial)) / math.log(base):
+            return top
+        try:
+            return min(top, initial * base**n)
+        except OverflowError:  # base ** n alone overflows, times a tiny initial it does not
+            return min(top, math.exp(math.log(initial) + n * math.log(base)))
 
     def wait_s(self, failures: int, exc: BaseException) -> float:
         """Seconds to wait after the ``failures``-th failure, ``exc``.
@@ -120,12 +149,18 @@ class Retry:
                 if failures >= self.max_attempts or not transient(exc):
                     raise
                 wait = self.wait_s(failures, exc)
-            time.sleep(wait)
+            time.sleep(min(wait, threading.TIMEOUT_MAX))  # time.sleep overflows past ~292 years
 
     async def run_async(
-        self, attempt: Callable[[], Awaitable[T]], transient: Callable[[BaseException], bool], what: str
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        transient: Callable[[BaseException], bool],
+        what: str | Callable[[], str],
     ) -> T:
         """``run`` for a coroutine, each attempt bounded by ``attempt_timeout_s``.
+
+        ``what`` names the item in a time-out's message: a string, or a function that
+        makes it (called only then).
 
         Raises:
             TimeoutError: the last attempt timed out (naming ``what``).
@@ -140,8 +175,9 @@ class Retry:
                     async with asyncio.timeout(self.attempt_timeout_s):
                         return await attempt()
                 except TimeoutError:
+                    name = what() if callable(what) else what
                     raise AttemptTimeout(
-                        f"{what}: attempt {failures + 1} of {self.max_attempts} timed out "
+                        f"{name}: attempt {failures + 1} of {self.max_attempts} timed out "
                         f"after {self.attempt_timeout_s} s (attempt_timeout_s)"
                     ) from None
             except Exception as exc:
@@ -154,18 +190,20 @@ class Retry:
     def store_config(self) -> dict[str, Any]:
         """This retry as ``object_store``'s ``RetryConfig`` (obstore's ``retry_config``).
 
-        ``max_retries`` is ``max_attempts - 1``; the backoff is the same (the crate
-        applies its own jitter); ``retry_timeout`` bounds all retries together:
-        here the sum of every attempt's time-out and backoff.
+        ``max_retries`` is ``max_attempts - 1`` (at most ``2**63 - 1``); the backoff is the
+        same (the crate applies its own jitter); ``retry_timeout`` bounds all retries together:
+        here the sum of every attempt's time-out and backoff.  Durations past what a
+        ``timedelta`` holds are clamped to about 2,700 years.
         """
         per_attempt = self.attempt_timeout_s if self.attempt_timeout_s is not None else 300.0
-        total = per_attempt * self.max_attempts + self.max_backoff_s * (self.max_attempts - 1)
+        attempts = float(min(self.max_attempts, 1 << 53))  # an int past a float's range overflows
+        total = per_attempt * attempts + self.max_backoff_s * (attempts - 1)
         return {
-            "max_retries": self.max_attempts - 1,
+            "max_retries": min(self.max_attempts - 1, _MAX_RETRIES),
             "backoff": {
-                "init_backoff": timedelta(seconds=self.initial_backoff_s),
-                "max_backoff": timedelta(seconds=max(self.max_backoff_s, 1e-3)),
+                "init_backoff": seconds_delta(self.initial_backoff_s),
+                "max_backoff": seconds_delta(max(self.max_backoff_s, 1e-3)),
                 "base": float(max(self.multiplier, 1.0 + 1e-9)),
             },
-            "retry_timeout": timedelta(seconds=total),
+            "retry_timeout": seconds_delta(total),
         }

@@ -26,6 +26,8 @@ import string
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from dataloader.io._redact import MASK, redact
+
 __all__ = ["Template", "check_components", "check_value"]
 
 TARGETS = ("url", "key", "path")
@@ -51,10 +53,15 @@ def check_components(location: str, target: str) -> None:
     """
     path = location
     if target == "url":
-        path = urlsplit(location).path
+        try:
+            path = urlsplit(location).path
+        except ValueError as exc:  # "Invalid IPv6 URL"
+            raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
     for part in path.replace("\\", "/").split("/") if target == "path" else path.split("/"):
         if (unquote(part) if target == "url" else part) in (".", ".."):
-            raise ValueError(f"location {location!r} has a {part!r} component (relative components are refused)")
+            raise ValueError(
+                f"location {redact(location)!r} has a {part!r} component (relative components are refused)"
+            )
 
 
 class Template:
@@ -86,26 +93,26 @@ class Template:
         try:
             parsed = list(string.Formatter().parse(pattern))
         except ValueError as exc:
-            raise ValueError(f"template {pattern!r} does not parse: {exc}") from None
+            raise ValueError(f"template {redact(pattern)!r} does not parse: {exc}") from None
         used = set()
         for _, field, spec, conversion in parsed:
             if field is None:
                 continue
             if not field.isidentifier():
                 raise ValueError(
-                    f"template {pattern!r}: field {{{field}}} must be a name ('index' or a keyword value), "
+                    f"template {redact(pattern)!r}: field {{{field}}} must be a name ('index' or a keyword value), "
                     "not positional, an attribute or an item"
                 )
             if field != "index" and field not in values:
-                raise ValueError(f"template {pattern!r} uses {{{field}}}, which has no value")
+                raise ValueError(f"template {redact(pattern)!r} uses {{{field}}}, which has no value")
             if conversion not in (None, "s", "r"):
-                raise ValueError(f"template {pattern!r}: conversion !{conversion} is not supported")
+                raise ValueError(f"template {redact(pattern)!r}: conversion !{conversion} is not supported")
             if spec and "{" in spec:
-                raise ValueError(f"template {pattern!r}: nested fields in format specs are not supported")
+                raise ValueError(f"template {redact(pattern)!r}: nested fields in format specs are not supported")
             used.add(field)
         for name, value in values.items():
             if name not in used:
-                raise ValueError(f"template {pattern!r} does not use the value {name}=")
+                raise ValueError(f"template {redact(pattern)!r} does not use the value {name}=")
             if not (callable(value) or isinstance(value, (str, int, float))) or isinstance(value, bool):
                 raise TypeError(f"template value {name}= must be a str, int, float or callable, got {type(value).__name__}")
         self.pattern = pattern
@@ -115,8 +122,19 @@ class Template:
         self._prefix = "".join(p[0] for p in parsed[: first + 1]) if first < len(parsed) else pattern
 
     def __repr__(self) -> str:
-        extra = "".join(f", {k}={v!r}" for k, v in self.values.items())
-        return f"Template({self.pattern!r}{extra})"
+        """The pattern and values, a URL pattern's credentials and secret parameters masked
+        (with the values of the fields written there: see ``dataloader.io._redact``)."""
+        shown = redact(self.pattern)
+        hidden = set(self.values)
+        if shown != self.pattern:
+            try:
+                hidden -= {field for _, field, _, _ in string.Formatter().parse(shown) if field}
+            except ValueError:  # masking cut a field in two: show no value
+                pass
+        else:
+            hidden.clear()
+        extra = "".join(f", {k}={MASK if k in hidden else repr(v)}" for k, v in self.values.items())
+        return f"Template({shown!r}{extra})"
 
     def bind(self, target: str) -> Template:
         """Check the template for ``target`` (``"url"``, ``"key"`` or ``"path"``); return it.
@@ -132,7 +150,7 @@ class Template:
             if not sep or "/" not in rest:
                 what = "host" if target == "url" else "bucket"
                 raise ValueError(
-                    f"template {self.pattern!r}: fields may only follow 'scheme://{what}/' "
+                    f"template {redact(self.pattern)!r}: fields may only follow 'scheme://{what}/' "
                     f"(a value never chooses the {what})"
                 )
         for _, field, spec, conversion in self._parts:

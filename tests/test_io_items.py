@@ -1,0 +1,94 @@
+"""The items of every built-in remote dataset are ``bytes``: they work with ``Decode()`` and
+``default_collate`` as they come (FileDataset, HttpDataset against a local server,
+ObjectStoreDataset on an in-memory store); torch's collation: tests/torch_compat/."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from _image_data import encode_jpeg, photo
+from dataloader import DataLoader
+from dataloader.collate import default_collate
+from dataloader.image import Decode
+from dataloader.io import FileDataset, HttpDataset, ObjectStoreDataset, Retry
+
+N = 4
+FAST = Retry(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02, attempt_timeout_s=5.0)
+
+
+def images():
+    return [encode_jpeg(photo((16, 20), index=i)) for i in range(N)]
+
+
+@pytest.fixture(params=["file", "http", "objectstore"])
+def remote(request, tmp_path):
+    """(dataset, the encoded images it serves), one of each kind."""
+    data = images()
+    if request.param == "file":
+        for i, d in enumerate(data):
+            (tmp_path / f"{i}.jpg").write_bytes(d)
+        yield FileDataset([f"{i}.jpg" for i in range(N)], root=tmp_path), data
+    elif request.param == "http":
+        pytest.importorskip("aiohttp")
+        from _http_server import FaultServer
+
+        class Images(FaultServer):
+            def handle(self, h):
+                body = data[int(h.path.rsplit("/", 1)[1])]
+                self.send(h, 200, body, len(body))
+
+        server = Images()
+        try:
+            yield HttpDataset([server.url(f"/img/{i}") for i in range(N)], retry=FAST), data
+        finally:
+            server.close()
+    else:
+        obstore = pytest.importorskip("obstore")
+        store = obstore.store.MemoryStore()
+        for i, d in enumerate(data):
+            obstore.put(store, f"img/{i}.jpg", d)
+        yield ObjectStoreDataset([f"img/{i}.jpg" for i in range(N)], store=store), data
+
+
+def items(ds, indices):
+    """``[ds[i] for i in indices]``, awaited on one event loop for an async dataset."""
+    if not asyncio.iscoroutinefunction(type(ds).__getitem__):
+        return [ds[i] for i in indices]
+
+    async def run():
+        try:
+            return [await ds[i] for i in indices]
+        finally:
+            if hasattr(ds, "aclose"):
+                await ds.aclose()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.timeout(60)
+def test_items_are_bytes(remote):
+    ds, data = remote
+    assert [type(x) for x in items(ds, range(N))] == [bytes] * N
+    with DataLoader(ds, batch_size=2, collate_fn=list) as loader:
+        assert [x for batch in loader for x in batch] == data
+
+
+@pytest.mark.timeout(60)
+def test_items_collate_with_default_collate_as_bytes_do(remote):
+    ds, data = remote
+    with DataLoader(ds, batch_size=2) as loader:  # default_collate: bytes are kept, in a list
+        assert list(loader) == [data[:2], data[2:]]
+    assert default_collate(items(ds, [0, 1])) == data[:2]
+
+
+@pytest.mark.timeout(60)
+def test_items_decode_through_the_loader_and_stack(remote):
+    ds, data = remote
+    with DataLoader(ds, batch_size=2, transform=Decode()) as loader:
+        batches = list(loader)
+    expected = np.stack([Decode()(d) for d in data])
+    assert [b.shape for b in batches] == [(2, 16, 20, 3)] * 2
+    np.testing.assert_array_equal(np.concatenate(batches), expected)

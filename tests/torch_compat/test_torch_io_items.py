@@ -1,0 +1,80 @@
+"""The bytes items of every built-in remote dataset through ``dataloader.torch``'s collation
+(torch's rules: bytes are kept, in a list) and, decoded, stacked into a uint8 tensor."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _image_data import encode_jpeg, photo  # noqa: E402
+from dataloader import DataLoader  # noqa: E402
+from dataloader.image import Decode  # noqa: E402
+from dataloader.io import FileDataset, ObjectStoreDataset  # noqa: E402
+import dataloader.torch as dt  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+N = 4
+
+
+@pytest.fixture(params=["file", "http", "objectstore"])
+def remote(request, tmp_path):
+    data = [encode_jpeg(photo((16, 20), index=i)) for i in range(N)]
+    if request.param == "file":
+        for i, d in enumerate(data):
+            (tmp_path / f"{i}.jpg").write_bytes(d)
+        yield FileDataset([f"{i}.jpg" for i in range(N)], root=tmp_path), data
+    elif request.param == "http":
+        pytest.importorskip("aiohttp")
+        from _http_server import FaultServer
+
+        from dataloader.io import HttpDataset
+
+        class Images(FaultServer):
+            def handle(self, h):
+                body = data[int(h.path.rsplit("/", 1)[1])]
+                self.send(h, 200, body, len(body))
+
+        server = Images()
+        try:
+            yield HttpDataset([server.url(f"/img/{i}") for i in range(N)]), data
+        finally:
+            server.close()
+    else:
+        obstore = pytest.importorskip("obstore")
+        store = obstore.store.MemoryStore()
+        for i, d in enumerate(data):
+            obstore.put(store, f"img/{i}.jpg", d)
+        yield ObjectStoreDataset([f"img/{i}.jpg" for i in range(N)], store=store), data
+
+
+def test_torch_collation_keeps_the_items_bytes_like_torchs_own(remote):
+    ds, data = remote
+    with DataLoader(ds, batch_size=2, collate_fn=dt.default_collate) as loader:
+        batches = list(loader)
+    assert batches == [data[:2], data[2:]]
+    assert torch.utils.data.default_collate(data[:2]) == dt.default_collate(data[:2])
+
+
+# Decode's arrays are read-only; torch's collate_numpy_array_fn warns once about that (its own
+# behaviour, as in test_torch_suite_collate.py's memmap test).
+@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable:UserWarning")
+def test_decoded_items_collate_into_a_uint8_tensor(remote):
+    ds, data = remote
+    with DataLoader(ds, batch_size=2, transform=Decode(), collate_fn=dt.default_collate) as loader:
+        batches = list(loader)
+    assert all(isinstance(b, torch.Tensor) and b.dtype == torch.uint8 and b.shape == (2, 16, 20, 3) for b in batches)
+    expected = np.stack([Decode()(d) for d in data])
+    np.testing.assert_array_equal(torch.cat(batches).numpy(), expected)
+
+
+def test_torch_dataloader_over_an_object_store_gives_bytes():
+    obstore = pytest.importorskip("obstore")
+    store = obstore.store.MemoryStore()
+    obstore.put(store, "a", b"xy")
+    with dt.DataLoader(ObjectStoreDataset(["a"], store=store), batch_size=1) as loader:
+        assert list(loader) == [[b"xy"]]
+    assert asyncio.iscoroutinefunction(ObjectStoreDataset.__getitem__)
