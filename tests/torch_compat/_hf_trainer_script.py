@@ -1,8 +1,7 @@
 """HF ``Trainer.train()`` for one epoch through ``dataloader.torch.DataLoader``; run by test_torch_clients.py.
 
-A tiny model built from a config and a map-style dataset of dicts: nothing is downloaded.
-(``datasets.Dataset.from_dict`` fails here: datasets 5.2.0's fingerprint pickling raises
-``PicklingError: Can't pickle <class 'MonthDayNano'>`` on this host, so it is not used.)
+A tiny model built from a config and a ``datasets.Dataset`` built from a dict (torch format):
+nothing is downloaded.
 The ``Trainer`` subclass overrides ``get_train_dataloader`` (the documented hook) to return our
 loader; ``OUT_DIR/ids.json`` gets the ids of the rows the model was fed.
 """
@@ -13,6 +12,7 @@ import json
 import os
 import sys
 
+import datasets
 import torch
 from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
@@ -42,7 +42,7 @@ def main() -> None:
 
     model.forward = recording_forward
     rows = {"input_ids": [[i % 32] + [1] * 7 for i in range(ROWS)], "labels": [i % 2 for i in range(ROWS)]}
-    ds = [{"input_ids": torch.tensor(x), "labels": torch.tensor(y)} for x, y in zip(rows["input_ids"], rows["labels"])]
+    ds = datasets.Dataset.from_dict(rows).with_format("torch")
     args = TrainingArguments(output_dir=out, num_train_epochs=1, per_device_train_batch_size=4, report_to=[],
                              save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True)
     result = OurLoaderTrainer(model=model, args=args, train_dataset=ds).train()

@@ -90,6 +90,7 @@ def test_accelerate_trains_each_row_exactly_once_per_epoch(tmp_path, processes, 
 
 
 @needs("transformers")
+@needs("datasets")
 @pytest.mark.timeout(300)
 def test_hf_trainer_trains_one_epoch_through_our_loader(tmp_path):
     run_script([str(HERE / "_hf_trainer_script.py"), str(tmp_path)], tmp_path, 240)
