@@ -34,8 +34,8 @@ from posix.mman cimport (
 from posix.unistd cimport close
 
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, first_bad_index, gather_mapped_guarded,
-    gather_pread, install_bus_guard,
+    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, GuardRange, first_bad_index,
+    gather_mapped_guarded, gather_pread, install_bus_guard,
 )
 
 import os
@@ -209,6 +209,7 @@ cdef class Reader:
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
                            Py_ssize_t* bad) noexcept nogil:
         cdef int status
+        cdef GuardRange mapping
         bad[0] = -1
         if not self._try_enter():
             return GATHER_CLOSED
@@ -218,8 +219,10 @@ cdef class Reader:
         if bad[0] >= 0:
             status = GATHER_BAD_INDEX
         elif self.base != NULL:
+            mapping.lo = self.base
+            mapping.hi = self.base + self.map_bytes
             status = gather_mapped_guarded(
-                self.base, self.map_bytes, self.base + self.data_offset, self.n,
+                &mapping, 1, self.base + self.data_offset, self.n,
                 self.row_bytes, idx, count, px, self.x_bytes, py, self.y_bytes, bad)
         else:
             status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
