@@ -210,6 +210,40 @@ def test_gather_into_an_out_array_over_a_truncated_file_raises_oserror_naming_it
 
 
 @pytest.mark.timeout(120)
+def test_a_fault_re_raised_by_faulthandler_still_names_the_file(tmp_path):
+    # faulthandler, enabled after the guard, takes the fault first and re-raises it without
+    # its address: the file is then found over the gather's source (else its out=).
+    proc = run_script(
+        tmp_path,
+        """
+        import ctypes, faulthandler
+        with open(path, "r+b") as fh:
+            mapping = mmap.mmap(fh.fileno(), 0)
+        column = np.ctypeslib.as_array((ctypes.c_double * (n * d)).from_buffer(mapping)).reshape(n, d)
+        out_path = path + ".out"
+        np.zeros((n, d)).tofile(out_path)
+        out = np.memmap(out_path, dtype=np.float64, mode="r+", shape=(n, d))
+        take_rows(column, np.arange(5))  # installs the guard
+        os.truncate(path, keep * d * 8)
+        os.truncate(out_path, keep * d * 8)
+        for source, dest, named in ((column, None, real), (data, out, os.path.realpath(out_path))):
+            faulthandler.disable()  # it stands down after a fault it printed: enable it anew
+            faulthandler.enable()
+            try:
+                take_rows(source, np.arange(n), dest)
+            except OSError as e:
+                assert e.filename == named, (named, e)
+            else:
+                raise AssertionError("a gather past the end returned")
+        print("re-raised: OSError")
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "re-raised: OSError" in proc.stdout
+    assert proc.stderr.count("Bus error") == 2, proc.stderr  # faulthandler saw both faults
+
+
+@pytest.mark.timeout(120)
 def test_only_a_gather_from_memory_numpy_did_not_allocate_installs_the_guard(tmp_path):
     # Views of NumPy's own arrays never map a file: no process-wide handler for them.
     proc = run_script(
