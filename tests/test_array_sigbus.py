@@ -199,7 +199,7 @@ def test_gather_into_an_out_array_over_a_truncated_file_raises_oserror_naming_it
             ds.__getitems__(np.arange(rows), out=(out,))  # rows from `far` on lie past its end
         except OSError as e:
             assert e.filename == os.path.realpath(out_path), e
-            assert "out's memory-mapped file" in str(e), e
+            assert "output array's memory-mapped file" in str(e), e
         else:
             raise AssertionError("a gather into an out past its file's end returned")
         print("out: OSError")

@@ -20,5 +20,7 @@ cdef GuardRange array_range(cnp.ndarray a) noexcept
 # The OSError (EIO, naming the file where known) of a guarded gather from ``source`` into
 # ``out`` (None: an array of ours) that faulted at ``at`` (NULL: unknown).
 cdef object gather_fault(cnp.ndarray source, object out, const char* at)
+# The same for a guarded copy into the caller's ``out`` (``.ndf`` reads with out_x/out_y).
+cdef object out_fault(cnp.ndarray out, const char* at)
 # install_bus_guard(), raising OSError when it fails.
 cdef int ensure_bus_guard() except -1

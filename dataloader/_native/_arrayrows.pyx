@@ -144,25 +144,36 @@ cdef object gather_fault(cnp.ndarray source, object out, const char* at):
     the array (truncated while mapped).  Names that file from ``/proc/self/maps`` (where
     ``at`` is unknown: the source's, else ``out``'s; without ``/proc``: a memmap's name)."""
     cdef GuardRange src = array_range(source)
-    cdef GuardRange dst = GuardRange(NULL, NULL)
-    if out is not None:
-        dst = array_range(<cnp.ndarray>out)
-    into_out = at != NULL and dst.lo <= at < dst.hi
+    cdef GuardRange dst
     if at != NULL:
         name = mapped_file(<size_t>at, <size_t>at + 1)
     else:
         name = mapped_file(<size_t>src.lo, <size_t>src.hi)
-        if name is None and out is not None:
-            name = mapped_file(<size_t>dst.lo, <size_t>dst.hi)
-            into_out = name is not None
-    if name is None:
-        name = memmap_filename(out if into_out else source)
-    if into_out:
-        message = ("out's memory-mapped file is shorter than out (truncated while mapped?); "
-                   f"rows past its end cannot be written ({array_summary(out)})")
+    if out is not None:
+        dst = array_range(<cnp.ndarray>out)
+        # Where the address is unknown: out's, when no file is mapped over the source.
+        into_out = dst.lo <= at < dst.hi if at != NULL else name is None
+        if into_out:
+            return out_fault(<cnp.ndarray>out, at)
+    message = ("the array's memory-mapped file is shorter than the array (truncated while "
+               f"mapped?); rows past its end cannot be read ({array_summary(source)})")
+    return _eio(message, name if name is not None else memmap_filename(source))
+
+
+cdef object out_fault(cnp.ndarray out, const char* at):
+    """The ``OSError`` (EIO) of a guarded copy into the caller's ``out`` that faulted at
+    ``at`` (NULL: unknown, somewhere in ``out``), naming the file mapped there."""
+    cdef GuardRange dst = array_range(out)
+    if at != NULL:
+        name = mapped_file(<size_t>at, <size_t>at + 1)
     else:
-        message = ("the array's memory-mapped file is shorter than the array (truncated while "
-                   f"mapped?); rows past its end cannot be read ({array_summary(source)})")
+        name = mapped_file(<size_t>dst.lo, <size_t>dst.hi)
+    message = ("the output array's memory-mapped file is shorter than the array (truncated "
+               f"while mapped?); rows past its end cannot be written ({array_summary(out)})")
+    return _eio(message, name if name is not None else memmap_filename(out))
+
+
+cdef object _eio(str message, object name):
     return OSError(EIO, message) if name is None else OSError(EIO, message, os.fspath(name))
 
 

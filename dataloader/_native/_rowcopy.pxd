@@ -62,6 +62,11 @@ cdef int gather_mapped_guarded(
     Py_ssize_t* bad,
 ) noexcept nogil
 
+# memcpy(dst, src, nbytes) with a SIGBUS in any of the ranges turned into GATHER_FAULT
+# (else 0).  Call install_bus_guard() first.
+cdef int copy_guarded(const GuardRange* ranges, int nranges, char* dst, const char* src,
+                      size_t nbytes) noexcept nogil
+
 # The address at which the calling thread's last GATHER_FAULT faulted; NULL when unknown
 # (faulthandler, enabled after the guard, re-raised the fault without its address).
 cdef const char* bus_fault_address() noexcept nogil

@@ -269,6 +269,25 @@ cdef int gather_mapped_guarded(
                           GATHER_FAULT)
 
 
+# The arguments of one memcpy, for dl_bus_guarded's callback.
+cdef struct _Copy:
+    char* dst
+    const char* src
+    size_t nbytes
+
+
+cdef int _call_memcpy(void* arg) noexcept nogil:
+    cdef _Copy* a = <_Copy*>arg
+    memcpy(a.dst, a.src, a.nbytes)
+    return 0
+
+
+cdef int copy_guarded(const GuardRange* ranges, int nranges, char* dst, const char* src,
+                      size_t nbytes) noexcept nogil:
+    cdef _Copy call = _Copy(dst, src, nbytes)
+    return dl_bus_guarded(<const dl_bus_range*>ranges, nranges, _call_memcpy, &call, GATHER_FAULT)
+
+
 cdef const char* bus_fault_address() noexcept nogil:
     return dl_bus_fault_address()
 
