@@ -66,7 +66,7 @@ cdef bint own_memory(cnp.ndarray a) noexcept:
     exports it (a ``numpy.memmap`` or ``mmap.mmap``, a ctypes array ``from_buffer`` of
     one, an ``__array_interface__`` or buffer-protocol object, a pyarrow buffer, another
     allocator): the decision rests on where the bytes come from, not on recognising a
-    file-mapping type.  Guarding costs ~0.3 us a ``take_rows`` call (the handler check,
+    file-mapping type.  Guarding costs ~0.4 us a ``take_rows`` call (the handler check,
     a system call) and nothing measurable in ``RowJobs`` (a ``sigsetjmp`` a gather), and
     is right even for memory mapped after the dataset was built; an exact test (is the
     range a file mapping? ``/proc/self/maps``) would cost a read of the maps per array
