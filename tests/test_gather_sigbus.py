@@ -28,7 +28,8 @@ n, d = 20_000, 7  # 1.1 MB: many pages past the cut
 save_ndf(path, np.arange(n * d, dtype=np.float64).reshape(n, d), np.arange(n) % 3)
 f = open_ndf(path, access="mmap")
 ds = NdfDataset(path, access="mmap")  # opened before the cut too (its header still says n)
-assert f.access == "mmap" and ds.file.access == "mmap"
+fp = open_ndf(path, access="pread")
+assert f.access == "mmap" and ds.file.access == "mmap" and fp.access == "pread"
 if sys.argv[2] == "faulthandler-after-open":
     faulthandler.enable()
 if sys.argv[2] == "faulthandler-disabled-after-open":  # restores the default action
@@ -90,6 +91,44 @@ def test_mmap_read_past_a_truncated_end_raises_oserror_naming_the_file(tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "reads: OSError" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("faulthandler", ["off", "faulthandler-after-open"])
+def test_read_rows_into_an_out_array_over_a_truncated_file_raises_oserror_naming_it(
+    tmp_path, faulthandler
+):
+    # out_x a memmap whose file was cut: the copy's writes fault (mapped reads: SIGBUS,
+    # guarded; pread: EFAULT).  The rows read all lie before the .ndf file's own cut.
+    proc = run_script(
+        tmp_path,
+        """
+        rows = 5_000
+        out_path = path + ".out"
+        np.zeros((rows, d)).tofile(out_path)
+        out_x = np.memmap(out_path, dtype=np.float64, mode="r+", shape=(rows, d))
+        out_y = np.empty((rows, 1))
+        idx = np.arange(rows) % keep
+        x, _ = f.read_rows(idx, out_x=out_x, out_y=out_y)
+        assert x is out_x and out_x[keep + 1, 0] == d
+        os.truncate(out_path, keep * d * 8)
+        for reader in (f, fp):
+            if sys.argv[2] == "faulthandler-after-open":
+                faulthandler.disable()  # it stands down after a fault it printed: anew
+                faulthandler.enable()
+            try:
+                reader.read_rows(idx, out_x=out_x, out_y=out_y)
+            except OSError as e:
+                assert e.filename == os.path.realpath(out_path), (reader.access, e)
+                assert "output array's memory-mapped file" in str(e), (reader.access, e)
+            else:
+                raise AssertionError(f"{reader.access}: a read into a cut out_x returned")
+        print("out_x: OSError")
+        """,
+        faulthandler,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "out_x: OSError" in proc.stdout
 
 
 @pytest.mark.timeout(120)

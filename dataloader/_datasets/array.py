@@ -79,10 +79,12 @@ class ArrayDataset(Dataset[tuple]):
         Raises:
             IndexError: an index outside ``[-N, N)`` (named; nothing is written to ``out``
                 for a natively gathered array).
-            OSError: a natively gathered array maps a file (``numpy.memmap``) that was
-                truncated while mapped, and a row lies past its new end (EIO, naming the
-                file; NumPy's indexing would end the process with SIGBUS).  Rows past the
-                end but on the file's last page read as zeros (the kernel zero-fills it).
+            OSError: a natively gathered array, or an ``out`` entry, maps a file (a
+                ``numpy.memmap``, or any other exporter of mapped memory: ``mmap.mmap``,
+                ctypes, ``__array_interface__``, pyarrow) that was truncated while mapped,
+                and a row lies past its new end (EIO, naming the file; NumPy's indexing
+                would end the process with SIGBUS).  Rows past the end but on the file's
+                last page read as zeros (the kernel zero-fills it).
             TypeError: ``indices`` are not integers or not 1-D; ``out`` is not a tuple or list.
             ValueError: ``out`` has the wrong number of entries, or entry ``k`` the wrong shape,
                 dtype or layout, or overlaps its array (named).

@@ -4,10 +4,11 @@
 ``ArrayDataset`` gathers every C-contiguous column (``plain_array``) with the in-memory
 kernel of `.ndf` mappings (``_rowcopy.gather_mapped``: one ``memcpy`` a row, prefetching
 rows ahead), the GIL released; ``_rowjobs.RowJobs`` runs the same kernel in workers.
-A gather from an array whose memory maps a file (a ``numpy.memmap``, an array over an
-``mmap.mmap``: ``mapped_array``) runs under the `.ndf` SIGBUS guard (``_bus_guard.h``): a
-file truncated while mapped fails the gather with ``OSError`` naming it (``mapped_fault``),
-where NumPy's own indexing ends the process.  ``take_rows`` keeps no state: concurrent calls
+A gather from or into an array whose memory NumPy did not allocate (``own_memory``: a
+``numpy.memmap``, an array over an ``mmap.mmap``, a ctypes buffer, any exporter) runs under
+the `.ndf` SIGBUS guard (``_bus_guard.h``): a file truncated while mapped fails the gather
+with ``OSError`` naming it (``gather_fault``, from ``/proc/self/maps``), where NumPy's own
+indexing ends the process.  ``take_rows`` keeps no state: concurrent calls
 are safe as long as their outputs differ.  A source array written by another thread while
 it is read gives torn rows (as NumPy would), never an access outside it: each index is
 checked as it is loaded.
@@ -19,10 +20,10 @@ from libc.errno cimport EIO
 from libc.stdint cimport int64_t
 
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_FAULT, first_bad_index, gather_mapped, gather_mapped_guarded, install_bus_guard,
+    GATHER_BAD_INDEX, GATHER_FAULT, GuardRange, bus_fault_address, first_bad_index, gather_mapped,
+    gather_mapped_guarded, install_bus_guard,
 )
 
-import mmap
 import os
 
 import numpy as np
@@ -31,9 +32,10 @@ cnp.import_array()
 
 cdef extern from "numpy/arrayobject.h":
     bint PyDataType_REFCHK(cnp.PyArray_Descr* descr) noexcept  # items hold objects
+    PyObject* PyArray_HANDLER(cnp.ndarray arr) noexcept  # an owner's allocator (a capsule)
+    PyObject* PyDataMem_DefaultHandler  # NumPy's default allocator (malloc and friends)
 
 cdef object _memmap = np.memmap
-cdef object _mmap = mmap.mmap
 
 
 cdef bint plain_array(object a) noexcept:
@@ -56,51 +58,127 @@ cdef str array_summary(object a):
             f"C-contiguous={bool(cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))}")
 
 
-cdef bint mapped_array(object a) noexcept:
-    """Whether ``a``'s memory maps a file: a ``numpy.memmap``, or an ndarray whose base chain
-    (arrays' ``base``, memoryviews' ``obj``) reaches a ``numpy.memmap`` or an ``mmap.mmap``.
-    A few pointer reads for an array of its own memory (no base): cheap enough for every
-    batch."""
+cdef bint own_memory(cnp.ndarray a) noexcept:
+    """Whether ``a``'s bytes lie in a block NumPy allocated with its default allocator.
+
+    Such memory (malloc: heap or anonymous pages) never maps a file, so a gather from or
+    into it cannot fault and runs unguarded.  Any other memory is guarded, whatever
+    exports it (a ``numpy.memmap`` or ``mmap.mmap``, a ctypes array ``from_buffer`` of
+    one, an ``__array_interface__`` or buffer-protocol object, a pyarrow buffer, another
+    allocator): the decision rests on where the bytes come from, not on recognising a
+    file-mapping type.  Guarding costs ~0.4 us a ``take_rows`` call (the handler check,
+    a system call) and nothing measurable in ``RowJobs`` (a ``sigsetjmp`` a gather), and
+    is right even for memory mapped after the dataset was built; an exact test (is the
+    range a file mapping? ``/proc/self/maps``) would cost a read of the maps per array
+    and a cache that goes stale.  The walk follows arrays' ``base`` (views) and
+    memoryviews' ``obj`` to the array that owns the block, then checks that ``a`` lies
+    inside it: a few pointer reads, cheap enough for every batch."""
     cdef object obj = a
     cdef PyObject* base
+    cdef const char* lo
+    cdef const char* root_lo
     while True:
         if cnp.PyArray_Check(obj):
-            if type(obj) is _memmap:
-                return True
             base = cnp.PyArray_BASE(<cnp.ndarray>obj)
             if base == NULL:
-                return False
+                break
             obj = <object>base
         elif type(obj) is memoryview:
             try:
-                obj = obj.obj  # np.asarray(memoryview(a memmap)): the view's exporter
+                obj = obj.obj  # np.asarray(memoryview(x)): the view's exporter
             except ValueError:  # a released view: nothing to follow
                 return False
         else:
-            return isinstance(obj, _mmap)
+            return False  # memory some other object exports
+    if (not cnp.PyArray_CHKFLAGS(<cnp.ndarray>obj, cnp.NPY_ARRAY_OWNDATA)
+            or PyArray_HANDLER(<cnp.ndarray>obj) != PyDataMem_DefaultHandler):
+        return False
+    lo = <const char*>cnp.PyArray_DATA(a)
+    root_lo = <const char*>cnp.PyArray_DATA(<cnp.ndarray>obj)
+    return (lo >= root_lo and lo + cnp.PyArray_NBYTES(a)
+            <= root_lo + cnp.PyArray_NBYTES(<cnp.ndarray>obj))
 
 
-cdef object mapped_fault(object a):
-    """The ``OSError`` of a gather from ``a`` (a ``mapped_array``) that faulted: its file
-    is shorter than the array (truncated while mapped), named where ``a`` knows it."""
-    cdef object obj = a
-    name = None
-    while name is None and (cnp.PyArray_Check(obj) or type(obj) is memoryview):
+cdef GuardRange array_range(cnp.ndarray a) noexcept:
+    """The bytes of a C-contiguous array: [data, data + nbytes)."""
+    cdef const char* lo = <const char*>cnp.PyArray_DATA(a)
+    return GuardRange(lo, lo + cnp.PyArray_NBYTES(a))
+
+
+cdef object mapped_file(size_t lo, size_t hi):
+    """The file of the first file mapping (a nonzero inode) overlapping ``[lo, hi)`` in
+    ``/proc/self/maps`` (as the kernel prints it: canonical, `` (deleted)`` appended to a
+    removed file), or None: none there, or no ``/proc``.  Read only after a fault."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            for line in maps:
+                fields = line.split(None, 5)  # range, perms, offset, dev, inode, path
+                if len(fields) < 6 or fields[4] == b"0":
+                    continue
+                start, _, end = fields[0].partition(b"-")
+                if int(start, 16) < hi and int(end, 16) > lo:
+                    return os.fsdecode(fields[5].rstrip(b"\n"))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+cdef object memmap_filename(object obj):
+    """The ``filename`` of the ``numpy.memmap`` in ``obj``'s base chain, or None."""
+    while cnp.PyArray_Check(obj) or type(obj) is memoryview:
         if type(obj) is memoryview:
             try:
                 obj = obj.obj
             except ValueError:
-                break
+                return None
             continue
-        name = getattr(obj, "filename", None) if type(obj) is _memmap else None
+        if type(obj) is _memmap and getattr(obj, "filename", None) is not None:
+            return obj.filename
         obj = obj.base
+    return None
+
+
+cdef object gather_fault(cnp.ndarray source, object out, const char* at):
+    """The ``OSError`` (EIO) of a guarded gather from ``source`` into ``out`` (an array, or
+    None: ours) that faulted at ``at`` (NULL: unknown): a file mapped there is shorter than
+    the array (truncated while mapped).  Names that file from ``/proc/self/maps`` (where
+    ``at`` is unknown: the source's, else ``out``'s; without ``/proc``: a memmap's name)."""
+    cdef GuardRange src = array_range(source)
+    cdef GuardRange dst
+    if at != NULL:
+        name = mapped_file(<size_t>at, <size_t>at + 1)
+    else:
+        name = mapped_file(<size_t>src.lo, <size_t>src.hi)
+    if out is not None:
+        dst = array_range(<cnp.ndarray>out)
+        # Where the address is unknown: out's, when no file is mapped over the source.
+        into_out = dst.lo <= at < dst.hi if at != NULL else name is None
+        if into_out:
+            return out_fault(<cnp.ndarray>out, at)
     message = ("the array's memory-mapped file is shorter than the array (truncated while "
-               f"mapped?); rows past its end cannot be read ({array_summary(a)})")
+               f"mapped?); rows past its end cannot be read ({array_summary(source)})")
+    return _eio(message, name if name is not None else memmap_filename(source))
+
+
+cdef object out_fault(cnp.ndarray out, const char* at):
+    """The ``OSError`` (EIO) of a guarded copy into the caller's ``out`` that faulted at
+    ``at`` (NULL: unknown, somewhere in ``out``), naming the file mapped there."""
+    cdef GuardRange dst = array_range(out)
+    if at != NULL:
+        name = mapped_file(<size_t>at, <size_t>at + 1)
+    else:
+        name = mapped_file(<size_t>dst.lo, <size_t>dst.hi)
+    message = ("the output array's memory-mapped file is shorter than the array (truncated "
+               f"while mapped?); rows past its end cannot be written ({array_summary(out)})")
+    return _eio(message, name if name is not None else memmap_filename(out))
+
+
+cdef object _eio(str message, object name):
     return OSError(EIO, message) if name is None else OSError(EIO, message, os.fspath(name))
 
 
-cdef int guard_mapped_arrays() except -1:
-    """Install the SIGBUS guard (idempotent) before a gather from a ``mapped_array``."""
+cdef int ensure_bus_guard() except -1:
+    """Install the SIGBUS guard (idempotent) before a guarded gather."""
     cdef int code = install_bus_guard()
     if code != 0:
         raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}")
@@ -129,9 +207,10 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
 
     Raises:
         IndexError: an index outside ``[-n, n)``, named (nothing is copied).
-        OSError: ``source`` maps a file (a ``numpy.memmap``, an array over an
-            ``mmap.mmap``) truncated while mapped, and a row lies past its new end
-            (EIO, naming the file where known; rows before it are copied).
+        OSError: ``source`` (or ``out``) maps a file (a ``numpy.memmap``; an array
+            over an ``mmap.mmap``, a ctypes buffer or any other exporter of mapped
+            memory) truncated while mapped, and a row lies past its new end (EIO,
+            naming the file where known; rows before it are copied).
         ValueError: ``out`` has the wrong shape or dtype, is not C-contiguous or
             writeable, or overlaps ``source`` (named); ``source`` is not
             C-contiguous or holds objects.
@@ -173,6 +252,7 @@ cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     cdef Py_ssize_t count = cnp.PyArray_DIM(indices, 0)
     cdef int64_t n = cnp.PyArray_DIM(source, 0)
     shape = (count,) + (<object>source).shape[1:]
+    given = out is not None
     if out is None:
         out = np.empty(shape, source.dtype)
     else:
@@ -182,36 +262,52 @@ cdef object _take_rows(cnp.ndarray source, cnp.ndarray indices, object out):
     cdef Py_ssize_t row_bytes = cnp.PyArray_NBYTES(source) // n if n > 0 else 0
     cdef Py_ssize_t bad
     cdef int status
-    cdef bint guarded = mapped_array(source)
+    cdef GuardRange ranges[2]
+    cdef int nranges = _guard_ranges(source, out if given else None, ranges)
     cdef cnp.ndarray wrapped
-    if guarded:
-        guard_mapped_arrays()
     with nogil:
         status = checked_gather(data, n, row_bytes, <const int64_t*>cnp.PyArray_DATA(indices),
-                                count, dst, guarded, &bad)
+                                count, dst, ranges, nranges, &bad)
     if status == GATHER_BAD_INDEX:
         # Some index is negative or too large: count negatives from the end, as
         # NumPy does, and gather from the wrapped copy (or name the bad index).
         wrapped = <cnp.ndarray>np.where(indices < 0, indices + n, indices)
         with nogil:
             status = checked_gather(data, n, row_bytes, <const int64_t*>cnp.PyArray_DATA(wrapped),
-                                    count, dst, guarded, &bad)
+                                    count, dst, ranges, nranges, &bad)
         if status == GATHER_BAD_INDEX:
             raise IndexError(f"index {indices[bad]} is out of bounds for axis 0 with size {n}")
     if status == GATHER_FAULT:
-        raise mapped_fault(source)
+        raise gather_fault(source, out if given else None, bus_fault_address())
     return out
 
 
+cdef int _guard_ranges(cnp.ndarray source, object out, GuardRange* ranges) except -1:
+    # The ranges a gather from ``source`` into ``out`` (None: ours) runs guarded over, into
+    # ``ranges`` (room for 2): each that is not NumPy's own memory.  Installs the guard
+    # when there is one.  Returns how many.
+    cdef int count = 0
+    if not own_memory(source):
+        ranges[count] = array_range(source)
+        count += 1
+    if out is not None and not own_memory(<cnp.ndarray>out):
+        ranges[count] = array_range(<cnp.ndarray>out)
+        count += 1
+    if count:
+        ensure_bus_guard()
+    return count
+
+
 cdef int checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes, const int64_t* idx,
-                        Py_ssize_t count, char* dst, bint guarded, Py_ssize_t* bad) noexcept nogil:
+                        Py_ssize_t count, char* dst, const GuardRange* ranges, int nranges,
+                        Py_ssize_t* bad) noexcept nogil:
     # Gather rows ``idx`` into ``dst``: 0, GATHER_BAD_INDEX (position in *bad; nothing
-    # copied) or, with ``guarded`` (a mapped_array, after guard_mapped_arrays), GATHER_FAULT.
+    # copied) or, with ``nranges`` guarded ranges (after ensure_bus_guard), GATHER_FAULT.
     bad[0] = first_bad_index(idx, count, n)
     if bad[0] >= 0:
         return GATHER_BAD_INDEX
-    if guarded:
-        return gather_mapped_guarded(data, <size_t>n * <size_t>row_bytes, data, n, row_bytes, idx, count,
+    if nranges:
+        return gather_mapped_guarded(ranges, nranges, data, n, row_bytes, idx, count,
                                      dst, row_bytes, NULL, 0, bad)
     return gather_mapped(data, n, row_bytes, idx, count, dst, row_bytes, NULL, 0, bad)
 

@@ -1,31 +1,35 @@
-/* SIGBUS guard for copies out of a file mapping (used by _rowcopy.pyx).
+/* SIGBUS guard for copies from or into memory that may map a file (used by _rowcopy.pyx).
 
    A file truncated while mapped makes any access past its new end fault with SIGBUS.
-   dl_bus_guarded(lo, hi, fn, arg, fault) runs fn(arg) with a sigsetjmp point and the
-   mapping's range [lo, hi) in a thread-local slot; one process-wide SIGBUS handler
-   siglongjmps back when the faulting thread is inside a guard and the address lies in
-   its mapping (or faulthandler, installed after us, re-raises that fault: a tgkill of
-   the thread by this process), and dl_bus_guarded then returns `fault`.  Any other
-   SIGBUS, also one sent with kill() to a thread inside a guard, goes to the handler
-   installed before ours (faulthandler's, or the default action), as without us; where
-   that was SIG_IGN, a fault ends the process as the kernel would (returning would run
-   the faulting access again forever).
+   dl_bus_guarded(ranges, nranges, fn, arg, fault) runs fn(arg) with a sigsetjmp point and
+   the address ranges the copy may fault in ([lo, hi) each: a mapped .ndf file; a NumPy
+   array's source or destination bytes) in a thread-local slot; one process-wide SIGBUS
+   handler siglongjmps back when the faulting thread is inside a guard and the address
+   lies in one of its ranges (or faulthandler, installed after us, re-raises that fault: a
+   tgkill of the thread by this process), and dl_bus_guarded then returns `fault`; the
+   faulting address is kept for the thread (dl_bus_fault_address(), NULL for a re-raised
+   fault, whose siginfo carries no address), so the caller can name the file that faulted.
+   Any other SIGBUS, also one sent with kill() to a thread inside a guard, goes to the
+   handler installed before ours (faulthandler's, or the default action), as without us;
+   where that was SIG_IGN, a fault ends the process as the kernel would (returning would
+   run the faulting access again forever).
 
    dl_bus_install() installs the handler when the first mapped Reader is made (and at a
-   gather from a file-mapped NumPy array: take_rows at each call, RowJobs once an epoch),
-   and again by a later one if ours was replaced by the default action
-   (faulthandler.disable() may restore that) or by the handler it had replaced: so a
-   handler reset while an epoch runs leaves its workers' gathers unguarded until the
+   gather whose source or destination is not NumPy's own memory: take_rows at each call,
+   RowJobs once an epoch), and again by a later one if ours was replaced by the default
+   action (faulthandler.disable() may restore that) or by the handler it had replaced:
+   so a handler reset while an epoch runs leaves its workers' gathers unguarded until the
    next epoch (a Reader's until the next Reader is made).  A handler that only returns
    (a Python-level signal.signal(SIGBUS, ...)) installed after ours makes a fault in a
-   guarded copy run again forever, as it does NumPy's own reads.  Any other handler installed after
-   ours is left alone: it may chain to ours (faulthandler, enabled later, prints the fault
-   and re-raises it into ours, which still recovers), and replacing it would close a loop.
+   guarded copy run again forever, as it does NumPy's own reads.  Any other handler
+   installed after ours is left alone: it may chain to ours (faulthandler, enabled later,
+   prints the fault and re-raises it into ours, which still recovers), and replacing it
+   would close a loop.
 
    The handler is SA_NODEFER, so the jump leaves the signal mask as it was, and the guard
    is a plain sigsetjmp(env, 0): no system call, a few ns a gather.  Only a memcpy from
-   the mapping is interrupted; it holds no lock and no Python state, so abandoning it is
-   safe.  The thread-local slot is initial-exec (static TLS), so the handler reads it
+   or into the ranges is interrupted; it holds no lock and no Python state, so abandoning
+   it is safe.  The thread-local slot is initial-exec (static TLS), so the handler reads it
    without __tls_get_addr, which may allocate on a thread's first access. */
 
 #ifndef DATALOADER_BUS_GUARD_H
@@ -38,27 +42,46 @@
 #include <string.h>
 #include <unistd.h>
 
+/* An address range a guarded copy may fault in: [lo, hi). */
+typedef struct {
+    const char *lo, *hi;
+} dl_bus_range;
+
 typedef struct {
     sigjmp_buf env;
-    const char *lo, *hi;  /* the mapping this guard covers: [lo, hi) */
+    const dl_bus_range *ranges;  /* the ranges this guard covers */
+    int nranges;
 } dl_bus_guard;
 
 /* The guard of the calling thread (NULL outside a guarded copy). */
 static __thread __attribute__((tls_model("initial-exec")))
     dl_bus_guard *volatile dl_bus_current = NULL;
+/* Where the calling thread's last guarded copy faulted (NULL: a re-raised fault). */
+static __thread __attribute__((tls_model("initial-exec")))
+    const char *volatile dl_bus_fault_at = NULL;
 static struct sigaction dl_bus_previous;
 static pthread_mutex_t dl_bus_install_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int dl_bus_in_ranges(const dl_bus_guard *guard, const char *addr) {
+    int k;
+    for (k = 0; k < guard->nranges; k++) {
+        if (addr >= guard->ranges[k].lo && addr < guard->ranges[k].hi) return 1;
+    }
+    return 0;
+}
 
 static void dl_bus_handler(int sig, siginfo_t *info, void *context) {
     dl_bus_guard *guard = dl_bus_current;
     if (guard != NULL) {
         const char *addr = (const char *)info->si_addr;
-        /* A fault (si_code > 0) in the guard's mapping, or the same fault re-raised by
-           faulthandler after it printed it: raise() is a tgkill of this very thread by
-           this process (SI_TKILL).  A SIGBUS sent with kill() (SI_USER, by this process
-           or another) is not a fault of the copy: it goes on as without us. */
-        if ((info->si_code > 0 && addr >= guard->lo && addr < guard->hi)
-            || (info->si_code == SI_TKILL && info->si_pid == getpid())) {
+        /* A fault (si_code > 0) in one of the guard's ranges, or the same fault re-raised
+           by faulthandler after it printed it: raise() is a tgkill of this very thread by
+           this process (SI_TKILL; its siginfo has no address).  A SIGBUS sent with kill()
+           (SI_USER, by this process or another) is not a fault of the copy: it goes on as
+           without us. */
+        int fault = info->si_code > 0 && dl_bus_in_ranges(guard, addr);
+        if (fault || (info->si_code == SI_TKILL && info->si_pid == getpid())) {
+            dl_bus_fault_at = fault ? addr : NULL;
             dl_bus_current = NULL;
             siglongjmp(guard->env, 1);
         }
@@ -115,13 +138,14 @@ static int dl_bus_install(void) {
     return err;
 }
 
-/* fn(arg) with SIGBUS on [lo, hi) turned into the return value `fault`. */
-static int dl_bus_guarded(const char *lo, const char *hi, int (*fn)(void *), void *arg,
-                          int fault) {
+/* fn(arg) with SIGBUS in any of ranges[0 .. nranges) turned into the return value
+   `fault` (then dl_bus_fault_address() says where).  `ranges` must outlive the call. */
+static int dl_bus_guarded(const dl_bus_range *ranges, int nranges, int (*fn)(void *),
+                          void *arg, int fault) {
     dl_bus_guard guard;
     int status;
-    guard.lo = lo;
-    guard.hi = hi;
+    guard.ranges = ranges;
+    guard.nranges = nranges;
     if (sigsetjmp(guard.env, 0) != 0) {
         return fault;  /* back from the handler, which cleared dl_bus_current */
     }
@@ -131,6 +155,12 @@ static int dl_bus_guarded(const char *lo, const char *hi, int (*fn)(void *), voi
     __atomic_signal_fence(__ATOMIC_SEQ_CST);  /* cleared only after it ends */
     dl_bus_current = NULL;
     return status;
+}
+
+/* The address where the calling thread's last guarded copy that returned `fault`
+   faulted; NULL when the fault reached us re-raised (faulthandler), without its address. */
+static const char *dl_bus_fault_address(void) {
+    return dl_bus_fault_at;
 }
 
 #endif /* DATALOADER_BUS_GUARD_H */

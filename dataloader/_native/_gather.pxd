@@ -2,7 +2,10 @@
 # jobs (``_rowjobs.pyx``), which gather a batch of an ``NdfDataset`` with no Python.
 
 cimport cython
+cimport numpy as cnp
 from libc.stdint cimport int64_t
+
+from dataloader._native._rowcopy cimport GuardRange
 
 
 cdef enum:
@@ -33,4 +36,9 @@ cdef class Reader:
     # Any thread, no GIL needed; close() meanwhile waits for it to finish.
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
                            Py_ssize_t* bad) noexcept nogil
-    cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1
+    cdef int _gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
+                            Py_ssize_t* bad, const GuardRange* outs, int nouts) noexcept nogil
+    cdef int _gather(self, const int64_t* idx, Py_ssize_t count, cnp.ndarray out_x,
+                     cnp.ndarray out_y) except -1
+    cdef object _out_fault(self, cnp.ndarray out_x, cnp.ndarray out_y, const char* at,
+                           int64_t top_row)

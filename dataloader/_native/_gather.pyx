@@ -33,9 +33,10 @@ from posix.mman cimport (
 )
 from posix.unistd cimport close
 
+from dataloader._native._arrayrows cimport array_range, ensure_bus_guard, out_fault, own_memory
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, first_bad_index, gather_mapped_guarded,
-    gather_pread, install_bus_guard,
+    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, GuardRange, bus_fault_address, copy_guarded,
+    first_bad_index, gather_mapped_guarded, gather_pread, install_bus_guard,
 )
 
 import os
@@ -71,6 +72,22 @@ cdef object _plain_dtype(object value, str name):
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None or not dtype.isnative:
         raise TypeError(f"{name} must be a native-order integer or float dtype, got {dtype!r}")
     return dtype
+
+
+cdef int64_t _top_row(const int64_t* idx, Py_ssize_t count) noexcept:
+    """The largest of ``idx[0:count]`` (0 for none)."""
+    cdef int64_t top = 0
+    cdef Py_ssize_t k
+    for k in range(count):
+        if idx[k] > top:
+            top = idx[k]
+    return top
+
+
+cdef int _copy_into(const GuardRange* outs, int nouts, cnp.ndarray dst, cnp.ndarray src) noexcept nogil:
+    """``dst[...] = src`` (same size, C-contiguous) guarded over ``outs``: 0 or GATHER_FAULT."""
+    return copy_guarded(outs, nouts, <char*>cnp.PyArray_DATA(dst),
+                        <const char*>cnp.PyArray_DATA(src), cnp.PyArray_NBYTES(src))
 
 
 cdef class Reader:
@@ -211,8 +228,7 @@ cdef class Reader:
         cdef Py_ssize_t count = indices.shape[0]
         _check_out(out_x, "out_x", count, self.d, self.x_dtype)
         _check_out(out_y, "out_y", count, self.l, self.y_dtype)
-        self._gather(<const int64_t*>cnp.PyArray_DATA(indices), count,
-                     <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
+        self._gather(<const int64_t*>cnp.PyArray_DATA(indices), count, out_x, out_y)
 
     def gather_one(self, int64_t index, cnp.ndarray out_x not None,
                    cnp.ndarray out_y not None):
@@ -220,11 +236,17 @@ cdef class Reader:
         writeable arrays of d and l elements, of dtypes x_dtype and y_dtype)."""
         _check_out(out_x, "out_x", 1, self.d, self.x_dtype, flat=True)
         _check_out(out_y, "out_y", 1, self.l, self.y_dtype, flat=True)
-        self._gather(&index, 1, <char*>cnp.PyArray_DATA(out_x), <char*>cnp.PyArray_DATA(out_y))
+        self._gather(&index, 1, out_x, out_y)
 
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
                            Py_ssize_t* bad) noexcept nogil:
-        cdef int status
+        return self._gather_status(idx, count, px, py, bad, NULL, 0)
+
+    cdef int _gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
+                            Py_ssize_t* bad, const GuardRange* outs, int nouts) noexcept nogil:
+        # gather_status, with ``outs[0 .. nouts)`` (at most 2) guarded besides the mapping.
+        cdef int status, k
+        cdef GuardRange ranges[3]
         bad[0] = -1
         if not self._try_enter():
             return GATHER_CLOSED
@@ -234,8 +256,12 @@ cdef class Reader:
         if bad[0] >= 0:
             status = GATHER_BAD_INDEX
         elif self.base != NULL:
+            ranges[0].lo = self.base
+            ranges[0].hi = self.base + self.map_bytes
+            for k in range(nouts):
+                ranges[1 + k] = outs[k]
             status = gather_mapped_guarded(
-                self.base, self.map_bytes, self.base + self.data_offset, self.n,
+                ranges, 1 + nouts, self.base + self.data_offset, self.n,
                 self.row_bytes, idx, count, px, self.x_bytes, py, self.y_bytes, bad)
         else:
             status = gather_pread(self.fd, self.data_offset, self.n, self.row_bytes,
@@ -243,11 +269,59 @@ cdef class Reader:
         self._leave()
         return status
 
-    cdef int _gather(self, const int64_t* idx, Py_ssize_t count, char* px, char* py) except -1:
+    cdef int _gather(self, const int64_t* idx, Py_ssize_t count, cnp.ndarray out_x,
+                     cnp.ndarray out_y) except -1:
+        # Into the caller's out_x / out_y (checked).  Those that are not NumPy's own memory
+        # are written under the guard too, as ArrayDataset's out= is (a memmap whose file
+        # was truncated while mapped: the writes fault): the mapped copy guards them beside
+        # the mapping; pread reads into arrays of ours first, then copies them over guarded.
         cdef Py_ssize_t bad = -1
         cdef int status
+        cdef GuardRange outs[2]
+        cdef int nouts = 0
+        cdef const char* at = NULL
+        cdef cnp.ndarray into_x = out_x, into_y = out_y
+        for out in (out_x, out_y):
+            if cnp.PyArray_NBYTES(<cnp.ndarray>out) > 0 and not own_memory(<cnp.ndarray>out):
+                outs[nouts] = array_range(<cnp.ndarray>out)
+                nouts += 1
+        if nouts:
+            ensure_bus_guard()
+            if self.base == NULL:  # pread: its bounce-buffer copies are not guarded
+                into_x, into_y = np.empty_like(out_x), np.empty_like(out_y)
+        cdef bint staged = into_x is not out_x
+        cdef char* px = <char*>cnp.PyArray_DATA(into_x)
+        cdef char* py = <char*>cnp.PyArray_DATA(into_y)
         with nogil:
-            status = self.gather_status(idx, count, px, py, &bad)
-        if status != 0:
-            raise self.error(status, idx[bad] if bad >= 0 else -1)
-        return 0
+            status = self._gather_status(idx, count, px, py, &bad, outs, 0 if staged else nouts)
+            if status == 0 and staged:
+                status = _copy_into(outs, nouts, out_x, into_x)
+                if status == 0:
+                    status = _copy_into(outs, nouts, out_y, into_y)
+            if status == GATHER_FAULT:
+                at = bus_fault_address()
+        if status == 0:
+            return 0
+        if status == GATHER_FAULT and nouts:
+            error = self._out_fault(out_x, out_y, at, _top_row(idx, count))
+            if error is not None:
+                raise error
+        raise self.error(status, idx[bad] if bad >= 0 else -1)
+
+    cdef object _out_fault(self, cnp.ndarray out_x, cnp.ndarray out_y, const char* at,
+                           int64_t top_row):
+        # The error of a gather of rows up to ``top_row`` that faulted at ``at`` when it was
+        # in an out (else None: the file's own error).
+        cdef GuardRange x = array_range(out_x)
+        cdef GuardRange y = array_range(out_y)
+        if at != NULL:
+            return (out_fault(out_x, at) if x.lo <= at < x.hi
+                    else out_fault(out_y, at) if y.lo <= at < y.hi else None)
+        if self.base != NULL:  # re-raised by faulthandler, without its address
+            try:
+                size = os.fstat(self.fd).st_size
+            except OSError:  # closed meanwhile
+                return None
+            if size < self.data_offset + (top_row + 1) * self.row_bytes:
+                return None  # the rows reach past the file's end: its own fault, maybe
+        return out_fault(out_x if not own_memory(out_x) else out_y, NULL)

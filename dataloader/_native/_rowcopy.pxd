@@ -47,15 +47,29 @@ cdef int gather_pread(
     Py_ssize_t* bad,
 ) noexcept nogil
 
-# gather_mapped over a mapping of `map_bytes` bytes at `map_start` (`data` = row 0 inside
-# it), with a SIGBUS from the mapping (the file was truncated while mapped) turned into
-# GATHER_FAULT (see _bus_guard.h).  Call install_bus_guard() once per mapping first.
+# An address range a guarded gather may fault in: [lo, hi) (_bus_guard.h's dl_bus_range).
+cdef struct GuardRange:
+    const char* lo
+    const char* hi
+
+# gather_mapped with a SIGBUS in any of ranges[0 .. nranges) (a file truncated while mapped:
+# the `.ndf` mapping; an array's source or destination bytes) turned into GATHER_FAULT (see
+# _bus_guard.h; bus_fault_address() then says where).  Call install_bus_guard() first.
 cdef int gather_mapped_guarded(
-    const char* map_start, size_t map_bytes, const char* data, int64_t n, Py_ssize_t row_bytes,
+    const GuardRange* ranges, int nranges, const char* data, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
     Py_ssize_t* bad,
 ) noexcept nogil
+
+# memcpy(dst, src, nbytes) with a SIGBUS in any of the ranges turned into GATHER_FAULT
+# (else 0).  Call install_bus_guard() first.
+cdef int copy_guarded(const GuardRange* ranges, int nranges, char* dst, const char* src,
+                      size_t nbytes) noexcept nogil
+
+# The address at which the calling thread's last GATHER_FAULT faulted; NULL when unknown
+# (faulthandler, enabled after the guard, re-raised the fault without its address).
+cdef const char* bus_fault_address() noexcept nogil
 
 # Install the process-wide SIGBUS handler of the guard (idempotent; see _bus_guard.h).
 # Returns 0 or an errno.

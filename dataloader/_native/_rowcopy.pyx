@@ -45,9 +45,13 @@ cdef extern from *:
 
 
 cdef extern from "_bus_guard.h":
+    ctypedef struct dl_bus_range:
+        const char* lo
+        const char* hi
     int dl_bus_install() noexcept nogil
-    int dl_bus_guarded(const char* lo, const char* hi, int (*fn)(void*) noexcept nogil,
-                       void* arg, int fault) noexcept nogil
+    int dl_bus_guarded(const dl_bus_range* ranges, int nranges,
+                       int (*fn)(void*) noexcept nogil, void* arg, int fault) noexcept nogil
+    const char* dl_bus_fault_address() noexcept nogil
 
 
 # The arguments of one gather_mapped call, for dl_bus_guarded's callback.
@@ -252,15 +256,40 @@ cdef int gather_pread(
 
 
 cdef int gather_mapped_guarded(
-    const char* map_start, size_t map_bytes, const char* data, int64_t n, Py_ssize_t row_bytes,
+    const GuardRange* ranges, int nranges, const char* data, int64_t n, Py_ssize_t row_bytes,
     const int64_t* indices, Py_ssize_t count,
     char* out_x, Py_ssize_t x_bytes, char* out_y, Py_ssize_t y_bytes,
     Py_ssize_t* bad,
 ) noexcept nogil:
     cdef _MappedGather call = _MappedGather(
         data, n, row_bytes, indices, count, out_x, x_bytes, out_y, y_bytes, bad)
-    return dl_bus_guarded(map_start, map_start + map_bytes, _call_gather_mapped, &call,
+    # GuardRange is dl_bus_range declared again for cimporting modules (they must not
+    # include _bus_guard.h: its handler state is this module's).
+    return dl_bus_guarded(<const dl_bus_range*>ranges, nranges, _call_gather_mapped, &call,
                           GATHER_FAULT)
+
+
+# The arguments of one memcpy, for dl_bus_guarded's callback.
+cdef struct _Copy:
+    char* dst
+    const char* src
+    size_t nbytes
+
+
+cdef int _call_memcpy(void* arg) noexcept nogil:
+    cdef _Copy* a = <_Copy*>arg
+    memcpy(a.dst, a.src, a.nbytes)
+    return 0
+
+
+cdef int copy_guarded(const GuardRange* ranges, int nranges, char* dst, const char* src,
+                      size_t nbytes) noexcept nogil:
+    cdef _Copy call = _Copy(dst, src, nbytes)
+    return dl_bus_guarded(<const dl_bus_range*>ranges, nranges, _call_memcpy, &call, GATHER_FAULT)
+
+
+cdef const char* bus_fault_address() noexcept nogil:
+    return dl_bus_fault_address()
 
 
 cdef int install_bus_guard() noexcept nogil:

@@ -20,9 +20,9 @@ such job per slot of an epoch's claim window (``_ring.Window``):
   ready, claims the next unclaimed batch itself when it is native and builds it.
 
 A ``Reader`` gather can fail (the file was closed or truncated), and so can a gather from
-an array whose memory maps a file that was truncated (``_arrayrows.mapped_array``: those run
-under the SIGBUS guard): the job keeps the status and ``error`` gives the exception the
-general path would have raised, for that batch.
+an array whose memory maps a file that was truncated (a column that is not NumPy's own
+memory, ``_arrayrows.own_memory``, is gathered under the SIGBUS guard): the job keeps the
+status and ``error`` gives the exception the general path would have raised, for that batch.
 
 Lifetime: a slot's job is written by the consumer only after the batch in that slot was
 taken (``release`` needs its ``complete``), and read by a worker only after it claimed
@@ -40,8 +40,12 @@ from libcpp.atomic cimport memory_order_acquire
 
 from dataloader._native._gather cimport Reader
 from dataloader._native._permute cimport Permutation, feistel_fill, feistel_t
-from dataloader._native._arrayrows cimport array_summary, guard_mapped_arrays, mapped_array, mapped_fault, plain_array
-from dataloader._native._rowcopy cimport GATHER_FAULT, first_bad_index, gather_mapped, gather_mapped_guarded
+from dataloader._native._arrayrows cimport (
+    array_summary, ensure_bus_guard, gather_fault, own_memory, plain_array,
+)
+from dataloader._native._rowcopy cimport (
+    GATHER_FAULT, GuardRange, bus_fault_address, first_bad_index, gather_mapped, gather_mapped_guarded,
+)
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
@@ -60,7 +64,7 @@ cdef struct Column:
     int64_t n
     Py_ssize_t row_bytes
     char* dst
-    bint guarded  # src maps a file (_arrayrows.mapped_array): gathered under the SIGBUS guard
+    bint guarded  # src is not NumPy's own memory (_arrayrows.own_memory): gathered under the SIGBUS guard
 
 
 def can_run(object sources):
@@ -105,7 +109,8 @@ cdef class RowJobs:
     cdef int* _status         # per slot: the gather's status, 0 when it succeeded
     cdef Py_ssize_t* _bad     # per slot: (Reader) the bad index's position, for GATHER_BAD_INDEX;
                               # (arrays) the column whose gather faulted, for GATHER_FAULT
-    cdef char* _guarded       # per column (arrays): 1 where it maps a file (_arrayrows.mapped_array)
+    cdef char* _guarded       # per column (arrays): 1 where it is not NumPy's own memory (guarded)
+    cdef const char** _fault_at  # per slot: where its guarded gather faulted (NULL: unknown)
     cdef Reader _reader       # the Reader, or None: the columns are _sources
     cdef const feistel_t** _perm  # per slot: the permutation its indices come from, or NULL
     cdef int64_t* _pstart     # per slot: the first position in _perm[slot]
@@ -145,9 +150,9 @@ cdef class RowJobs:
         if self._guarded == NULL:
             raise MemoryError(f"cannot allocate row-gather jobs for {self._ncols} columns")
         for s in range(self._ncols):
-            self._guarded[s] = self._reader is None and mapped_array(self._sources[s])
+            self._guarded[s] = self._reader is None and not own_memory(<cnp.ndarray>self._sources[s])
             if self._guarded[s]:
-                guard_mapped_arrays()
+                ensure_bus_guard()
         self._outs = [None] * size
         self._cols = <Column*>malloc(size * self._ncols * sizeof(Column))
         self._idx = <int64_t**>malloc(size * sizeof(int64_t*))
@@ -156,12 +161,13 @@ cdef class RowJobs:
         self._native = <char*>malloc(size)
         self._status = <int*>malloc(size * sizeof(int))
         self._bad = <Py_ssize_t*>malloc(size * sizeof(Py_ssize_t))
+        self._fault_at = <const char**>malloc(size * sizeof(char*))
         self._perm = <const feistel_t**>malloc(size * sizeof(feistel_t*))
         self._pstart = <int64_t*>malloc(size * sizeof(int64_t))
         self._perms = [None] * size
         if (self._cols == NULL or self._idx == NULL or self._cap == NULL or self._count == NULL
                 or self._native == NULL or self._status == NULL or self._bad == NULL
-                or self._perm == NULL or self._pstart == NULL):
+                or self._fault_at == NULL or self._perm == NULL or self._pstart == NULL):
             raise MemoryError(f"cannot allocate row-gather jobs for {size} slots")
         for s in range(size):
             self._perm[s] = NULL
@@ -172,6 +178,7 @@ cdef class RowJobs:
             self._native[s] = 0
             self._status[s] = 0
             self._bad[s] = -1
+            self._fault_at[s] = NULL
 
     def __dealloc__(self):
         cdef Py_ssize_t s
@@ -185,6 +192,7 @@ cdef class RowJobs:
         free(self._native)
         free(self._status)
         free(self._bad)
+        free(<void*>self._fault_at)
         free(<void*>self._perm)
         free(self._pstart)
         free(self._guarded)
@@ -292,7 +300,7 @@ cdef class RowJobs:
         if status == 0:
             return None
         if self._reader is None:  # an array column's gather faulted: _bad[slot] is the column
-            return mapped_fault(self._sources[self._bad[slot]])
+            return gather_fault(<cnp.ndarray>self._sources[self._bad[slot]], None, self._fault_at[slot])
         bad = self._idx[slot][self._bad[slot]] if self._bad[slot] >= 0 else -1
         return self._reader.error(status, bad)
 
@@ -310,6 +318,7 @@ cdef class RowJobs:
         cdef int64_t t0 = dl_stats_now_ns()
         cdef Py_ssize_t c, bad
         cdef Column* col
+        cdef GuardRange src
         if self._perm[slot] != NULL:  # rows of a permutation span, checked by prepare_span
             feistel_fill(self._perm[slot], <uint64_t>self._pstart[slot], self._idx[slot], self._count[slot])
         if self._reader is not None:
@@ -326,11 +335,14 @@ cdef class RowJobs:
             if not col.guarded:
                 gather_mapped(col.src, col.n, col.row_bytes, self._idx[slot], self._count[slot],
                               col.dst, col.row_bytes, NULL, 0, &bad)
-            elif gather_mapped_guarded(col.src, <size_t>col.n * <size_t>col.row_bytes, col.src, col.n,
-                                       col.row_bytes, self._idx[slot], self._count[slot], col.dst,
-                                       col.row_bytes, NULL, 0, &bad) != 0:
+                continue
+            src.lo = col.src
+            src.hi = col.src + <size_t>col.n * <size_t>col.row_bytes
+            if gather_mapped_guarded(&src, 1, col.src, col.n, col.row_bytes, self._idx[slot],
+                                     self._count[slot], col.dst, col.row_bytes, NULL, 0, &bad) != 0:
                 self._status[slot] = GATHER_FAULT
                 self._bad[slot] = c
+                self._fault_at[slot] = bus_fault_address()
                 break
         rec.record_fetch(t0, dl_stats_now_ns())
 

@@ -160,7 +160,8 @@ class NdfFile:
                 ndarrays of x_dtype / y_dtype.
             ValueError: indices not 1-D, out arrays of the wrong shape or not
                 C-contiguous/writeable, or the file is closed.
-            OSError: the read failed.
+            OSError: the read failed; or ``out_x``/``out_y`` maps a file truncated
+                while mapped and a row lands past its new end (EIO, naming that file).
         """
         idx = _as_indices(indices)
         count = idx.shape[0]
