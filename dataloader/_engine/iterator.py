@@ -129,6 +129,11 @@ class SequentialEpoch(EpochIterator):
         length: ``len()`` of the epoch, or None.
         start_error: the exception that stopped the epoch from starting, or None.
         stats: the epoch's statistics (``build`` records into its recorder 0).
+        on_close: called (once) by ``close()``, from any thread, to wake a ``build`` that
+            waits (an ``AsyncDataset``'s, on the event loop), or None.
+
+    ``close()`` from another thread while ``next()`` builds a batch: that ``next()``
+    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.
     """
 
     def __init__(
@@ -139,10 +144,12 @@ class SequentialEpoch(EpochIterator):
         start_error: BaseException | None = None,
         progress: Progress | None = None,
         stats: EpochStats | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
         self._consumer = self.stats.consumer
         self._items = items
+        self._on_close = on_close
         self._inside = threading.Lock()
 
     def __next__(self) -> Any:
@@ -162,6 +169,8 @@ class SequentialEpoch(EpochIterator):
                 self.close()
                 raise
             out = items[1](item)
+            if self._items is None:  # closed meanwhile (another thread, or the batch's own code)
+                raise StopIteration
             if out is END:
                 self._progress.done = True
                 self.close()
@@ -176,3 +185,6 @@ class SequentialEpoch(EpochIterator):
 
     def close(self) -> None:
         self._items = None
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
