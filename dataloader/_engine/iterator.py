@@ -153,7 +153,8 @@ class SequentialEpoch(EpochIterator):
         self._inside = threading.Lock()
 
     def __next__(self) -> Any:
-        if not self._inside.acquire(False):
+        inside = self._inside
+        if not inside.acquire(False):
             raise self._concurrent_next()
         try:
             if self._start_error is not None:
@@ -178,10 +179,14 @@ class SequentialEpoch(EpochIterator):
             self._progress.yielded += 1
             self._consumer.delivered(0)
             if type(out) is Failure:
+                # The raised traceback keeps this frame: it must not keep the epoch (as in
+                # Epoch.__next__: an AsyncDataset's exception is made on the event loop thread,
+                # which frees it, on free-threaded builds, only when it next wakes up).
+                del self
                 out.reraise()
             return out
         finally:
-            self._inside.release()
+            inside.release()
 
     def close(self) -> None:
         self._items = None

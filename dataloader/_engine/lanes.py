@@ -150,7 +150,10 @@ def fetch_with_lanes(
         # dataset alive (through fetch_item) after the batch is done.
         batch.fetch_item = batch.indices = batch.snapshot = None  # type: ignore[assignment]
     if batch.errors:
-        pos, exc = min(batch.errors, key=lambda e: e[0])
-        batch.errors.clear()
-        raise exc
+        errors = batch.errors
+        errors.sort(key=lambda e: e[0])
+        del errors[1:]
+        # Raised from no local: a local holding it would be a reference cycle through its
+        # traceback (this frame), keeping the batch's epoch and loader until the cyclic GC.
+        raise errors.pop()[1]
     return batch.items
