@@ -13,6 +13,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from dataloader._context import WorkerInfo, get_worker_info, item_rng
+from dataloader._engine.errors import ItemCancelledError
 from dataloader._engine.stats import LoaderStats
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import (
@@ -89,6 +90,7 @@ __all__ = [
     "ImageCollator",
     "ImageFiles",
     "ImageFolder",
+    "ItemCancelledError",
     "IterableDataset",
     "LoaderStats",
     "Locations",

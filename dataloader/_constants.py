@@ -15,6 +15,7 @@ __all__ = [
     "PERMUTATION_CHUNK_ROWS",
     "DEFAULT_PREFETCH_DEPTH",
     "SHUTDOWN_JOIN_TIMEOUT_S",
+    "ASYNC_STOP_RESERVE_S",
     "WAIT_SLICE_S",
     "WORKER_THREAD_PREFIX",
     "LANE_THREAD_PREFIX",
@@ -28,6 +29,12 @@ DEFAULT_PREFETCH_DEPTH = 2
 # for batches in flight to finish before it gives up on them; the seed's Python
 # binding waits the same 5 s.
 SHUTDOWN_JOIN_TIMEOUT_S = 5.0
+
+# What DataLoader.close() keeps of its SHUTDOWN_JOIN_TIMEOUT_S for stopping an AsyncDataset's
+# event loop (dataloader._engine.async_loop), so that a loop whose epochs used up the rest (item
+# coroutines that ignore cancellation) still stops, or is abandoned, within the budget: a
+# cancellation pass and closing the loop take milliseconds.
+ASYNC_STOP_RESERVE_S = 0.25
 
 # Slices in which waits re-check for cancellation and run signal handlers (joining
 # threads; the native window uses the same 50 ms, CONSUMER_SLICE_US in _ring.pyx);

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 
-from dataloader._constants import DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._constants import ASYNC_STOP_RESERVE_S, DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.autotune import resolve_auto
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
@@ -391,21 +391,35 @@ class DataLoader(Generic[T_co]):
         (Ctrl-C works); returns at once when called from a worker thread (inside
         ``worker_init_fn`` or ``collate_fn``).  A later ``iter(loader)`` starts a new
         epoch (and pool).  Also happens, without waiting, when the loader is garbage-collected.
+
+        An ``AsyncDataset``'s event loop thread stops within the same 5 s: the coroutines
+        in flight are cancelled, ``aclose()`` is awaited, and the thread is joined; what
+        does not end in time is abandoned (``dataloader._engine.async_loop``).
+
+        Warns:
+            RuntimeWarning: coroutines of an ``AsyncDataset`` (or its ``aclose()``) did not
+                end within the 5 s after they were cancelled; the message names them, and
+                the event loop thread is left to end by itself.
         """
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
         with self._mutex():
             epochs = [it for r in self._open if (it := r()) is not None]
             self._open = []
             pool = self._pools.take()
+            # Taken with the epochs: an epoch started after this runs on a new loop, and every
+            # epoch of this one is closed before it stops (none sees it stop under it).
+            run = self._async_loop.detach() if self._async_loop is not None else None
+        # The loop's stop keeps a part of the budget (it ends what the epochs left behind).
+        until = deadline if run is None else deadline - ASYNC_STOP_RESERVE_S
         for it in epochs:
             if isinstance(it, Epoch):
-                it._close(wait_s=max(0.0, deadline - time.monotonic()))
+                it._close(wait_s=max(0.0, until - time.monotonic()))
             else:
                 it.close()
         if pool is not None:
-            pool.shutdown(join_s=max(0.0, deadline - time.monotonic()))
-        if self._async_loop is not None:
-            self._async_loop.close()  # awaits the dataset's aclose() (at most 5 s of its own)
+            pool.shutdown(join_s=max(0.0, until - time.monotonic()))
+        if run is not None:
+            run.close(deadline)  # cancels what is left, awaits aclose(), joins: until the deadline
 
     def __enter__(self) -> DataLoader[T_co]:
         return self

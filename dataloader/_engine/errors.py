@@ -5,7 +5,9 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-__all__ = ["INTERRUPTS", "LoaderTimeoutError", "reported_length", "timeout_error", "warn_past_length"]
+__all__ = [
+    "INTERRUPTS", "ItemCancelledError", "LoaderTimeoutError", "reported_length", "timeout_error", "warn_past_length",
+]
 
 
 INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
@@ -23,6 +25,32 @@ class LoaderTimeoutError(TimeoutError, RuntimeError):
     written for either keep working.  The iterator stays usable: the next
     ``next()`` waits for the same batch again.
     """
+
+
+class ItemCancelledError(RuntimeError):
+    """An ``AsyncDataset`` item's coroutine ended cancelled although the loader did not cancel it.
+
+    ``asyncio.CancelledError`` is not an error the loader can pass on as it is: it is a
+    ``BaseException`` that asyncio code treats as "this task was cancelled", and the loader
+    cancels an epoch's coroutines itself when the epoch ends.  So a coroutine that ends
+    cancelled by anything else (it awaited a shared request that another task cancelled, or
+    cancelled itself) fails its batch with this error, as any exception of its item does: the
+    first error by position, raised by ``next()`` for that batch, and the epoch goes on.
+
+    Attributes:
+        index: the item's index; for an ``async def __getitems__`` the list of the batch's
+            indices (its one coroutine fetches them all).
+
+    The ``asyncio.CancelledError`` is its ``__cause__``.  It is a ``RuntimeError``, so
+    ``except Exception`` catches it (a ``CancelledError`` it would not).
+    """
+
+    def __init__(self, message: str, index: Any) -> None:
+        super().__init__(message)
+        self.index = index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.args[0], self.index)
 
 
 def timeout_error(timeout_s: float, detail: str) -> LoaderTimeoutError:

@@ -134,6 +134,11 @@ class SequentialEpoch(EpochIterator):
         length: ``len()`` of the epoch, or None.
         start_error: the exception that stopped the epoch from starting, or None.
         stats: the epoch's statistics (``build`` records into its recorder 0).
+        on_close: called (once) by ``close()``, from any thread, to wake a ``build`` that
+            waits (an ``AsyncDataset``'s, on the event loop), or None.
+
+    ``close()`` from another thread while ``next()`` builds a batch: that ``next()``
+    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.
     """
 
     def __init__(
@@ -144,14 +149,17 @@ class SequentialEpoch(EpochIterator):
         start_error: BaseException | None = None,
         progress: Progress | None = None,
         stats: EpochStats | None = None,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
         self._consumer = self.stats.consumer
         self._items = items
+        self._on_close = on_close
         self._inside = threading.Lock()
 
     def __next__(self) -> Any:
-        if not self._inside.acquire(False):
+        inside = self._inside
+        if not inside.acquire(False):
             raise self._concurrent_next()
         try:
             if self._start_error is not None:
@@ -172,6 +180,8 @@ class SequentialEpoch(EpochIterator):
             except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
                 self.close()
                 raise
+            if self._items is None:  # closed meanwhile (another thread, or the batch's own code)
+                raise StopIteration
             if out is END:
                 self._progress.done = True
                 self.close()
@@ -182,12 +192,19 @@ class SequentialEpoch(EpochIterator):
                 else:
                     self._consumer.delivered(0)
                     self._progress.yielded += 1
+                # The raised traceback keeps this frame: it must not keep the epoch (as in
+                # Epoch.__next__: an AsyncDataset's exception is made on the event loop thread,
+                # which frees it, on free-threaded builds, only when it next wakes up).
+                del self
                 out.reraise()
             self._consumer.delivered(0)
             self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
             return out
         finally:
-            self._inside.release()
+            inside.release()
 
     def close(self) -> None:
         self._items = None
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()

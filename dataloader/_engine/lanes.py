@@ -159,9 +159,11 @@ def fetch_with_lanes(
         # dataset alive (through fetch_item) after the batch is done.
         batch.fetch_item = batch.indices = batch.snapshot = None  # type: ignore[assignment]
     if batch.errors:
+        errors = batch.errors
         # Ctrl-C in any item is raised, not hidden by an earlier item's own error.
-        first = [e for e in batch.errors if isinstance(e[1], INTERRUPTS)] or batch.errors
-        pos, exc = min(first, key=lambda e: e[0])
-        batch.errors.clear()
-        raise exc
+        errors.sort(key=lambda e: (not isinstance(e[1], INTERRUPTS), e[0]))
+        del errors[1:]
+        # Raised from no local: a local holding it would be a reference cycle through its
+        # traceback (this frame), keeping the batch's epoch and loader until the cyclic GC.
+        raise errors.pop()[1]
     return batch.items

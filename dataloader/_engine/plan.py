@@ -128,10 +128,10 @@ class EpochPlan:
         if self.async_loop is not None:
             from dataloader._engine.async_build import AsyncFetcher, AsyncItems  # lazy: asyncio only for async datasets
 
-            self.async_loop.start()
+            # The epoch keeps the run of the loop it starts with (async_loop.LoopRun).
             fetch = AsyncFetcher(
                 self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
-                epoch_key, self.async_loop,
+                epoch_key, self.async_loop.start(),
             )
             return fetch, AsyncItems
         lanes = pool.lanes if pool is not None else None
@@ -224,7 +224,10 @@ class EpochPlan:
                     items = self._sequential(source, skip, progress)
                 except Exception as exc:
                     start_error = exc
-            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats)
+            # An AsyncDataset's builder waits on the event loop: close() wakes it (async_build).
+            on_close = fetch.cancel if self.async_loop is not None and not self.iterable else None
+            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats,
+                                   on_close=on_close)
         assert pool is not None and (skip == 0 or not self.iterable)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,

@@ -36,6 +36,13 @@ class AsyncDataset(Generic[T_co]):
     thread; a coroutine that blocks (a synchronous read, ``time.sleep``) stalls
     them all.
 
+    An item's exception fails its batch (``next()`` raises it for that batch), also
+    ``KeyboardInterrupt`` and ``SystemExit``; a coroutine that ends cancelled although
+    the loader did not cancel it (it awaited a request another task cancelled) fails
+    its batch with ``dataloader.ItemCancelledError``.  Closing the epoch or the loader
+    cancels the coroutines in flight; those that ignore cancellation are dropped once
+    ``DataLoader.close()``'s 5 s are spent (with a ``RuntimeWarning`` naming them).
+
     Raises (from ``DataLoader(...)``):
         TypeError: ``__getitem__``/``__getitems__`` is a plain method, the class
             also derives from ``Dataset``, or it has no ``__len__``.
