@@ -9,48 +9,21 @@ import asyncio
 import numpy as np
 import pytest
 
-from _image_data import encode_jpeg, photo
+from _remote_items import KINDS, remote_images
 from dataloader import DataLoader
 from dataloader.collate import default_collate
 from dataloader.image import Decode
-from dataloader.io import FileDataset, HttpDataset, ObjectStoreDataset, Retry
+from dataloader.io import Retry
 
 N = 4
 FAST = Retry(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02, attempt_timeout_s=5.0)
 
 
-def images():
-    return [encode_jpeg(photo((16, 20), index=i)) for i in range(N)]
-
-
-@pytest.fixture(params=["file", "http", "objectstore"])
+@pytest.fixture(params=KINDS)
 def remote(request, tmp_path):
     """(dataset, the encoded images it serves), one of each kind."""
-    data = images()
-    if request.param == "file":
-        for i, d in enumerate(data):
-            (tmp_path / f"{i}.jpg").write_bytes(d)
-        yield FileDataset([f"{i}.jpg" for i in range(N)], root=tmp_path), data
-    elif request.param == "http":
-        pytest.importorskip("aiohttp")
-        from _http_server import FaultServer
-
-        class Images(FaultServer):
-            def handle(self, h):
-                body = data[int(h.path.rsplit("/", 1)[1])]
-                self.send(h, 200, body, len(body))
-
-        server = Images()
-        try:
-            yield HttpDataset([server.url(f"/img/{i}") for i in range(N)], retry=FAST), data
-        finally:
-            server.close()
-    else:
-        obstore = pytest.importorskip("obstore")
-        store = obstore.store.MemoryStore()
-        for i, d in enumerate(data):
-            obstore.put(store, f"img/{i}.jpg", d)
-        yield ObjectStoreDataset([f"img/{i}.jpg" for i in range(N)], store=store), data
+    with remote_images(request.param, tmp_path, N, retry=FAST) as pair:
+        yield pair
 
 
 def items(ds, indices):

@@ -10,45 +10,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _image_data import encode_jpeg, photo  # noqa: E402
+from _remote_items import KINDS, remote_images  # noqa: E402
 from dataloader import DataLoader  # noqa: E402
 from dataloader.image import Decode  # noqa: E402
-from dataloader.io import FileDataset, ObjectStoreDataset  # noqa: E402
+from dataloader.io import ObjectStoreDataset  # noqa: E402
 import dataloader.torch as dt  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 N = 4
 
 
-@pytest.fixture(params=["file", "http", "objectstore"])
+@pytest.fixture(params=KINDS)
 def remote(request, tmp_path):
-    data = [encode_jpeg(photo((16, 20), index=i)) for i in range(N)]
-    if request.param == "file":
-        for i, d in enumerate(data):
-            (tmp_path / f"{i}.jpg").write_bytes(d)
-        yield FileDataset([f"{i}.jpg" for i in range(N)], root=tmp_path), data
-    elif request.param == "http":
-        pytest.importorskip("aiohttp")
-        from _http_server import FaultServer
-
-        from dataloader.io import HttpDataset
-
-        class Images(FaultServer):
-            def handle(self, h):
-                body = data[int(h.path.rsplit("/", 1)[1])]
-                self.send(h, 200, body, len(body))
-
-        server = Images()
-        try:
-            yield HttpDataset([server.url(f"/img/{i}") for i in range(N)]), data
-        finally:
-            server.close()
-    else:
-        obstore = pytest.importorskip("obstore")
-        store = obstore.store.MemoryStore()
-        for i, d in enumerate(data):
-            obstore.put(store, f"img/{i}.jpg", d)
-        yield ObjectStoreDataset([f"img/{i}.jpg" for i in range(N)], store=store), data
+    """(dataset, the encoded images it serves), one of each kind."""
+    with remote_images(request.param, tmp_path, N) as pair:
+        yield pair
 
 
 def test_torch_collation_keeps_the_items_bytes_like_torchs_own(remote):
