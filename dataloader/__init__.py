@@ -10,7 +10,6 @@ with an underscore (and all of ``dataloader._native``) is private.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 
 from dataloader._context import WorkerInfo, get_worker_info, item_rng
 from dataloader._engine.errors import ItemCancelledError
@@ -66,10 +65,7 @@ from dataloader.sampler import (
 from dataloader.shard import ShardSampler
 from dataloader.transforms import Compose, Transform
 
-try:
-    __version__ = version("dataloader")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+local"
+from dataloader._version import __version__
 
 __all__ = [
     "ArrayDataset",

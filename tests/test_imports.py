@@ -47,6 +47,7 @@ LEAVES = {
     "dataloader._validate": set(),
     "dataloader._indices": set(),
     "dataloader._context": set(),
+    "dataloader._version": set(),
     "dataloader._rng": {"dataloader._validate"},
 }
 
