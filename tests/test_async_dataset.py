@@ -226,6 +226,26 @@ def test_a_dropped_loader_awaits_aclose_and_stops_its_event_loop_thread():
     assert not loop_threads() and ds.aclosed == 1  # aclose() awaited by the loop itself
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_epoch_of_a_loader_nobody_keeps_runs_to_its_end_then_its_event_loop_stops(num_workers):
+    import gc
+
+    # The for statement keeps only the iterator: the loader itself is garbage at once.
+    assert [b.tolist() for b in DataLoader(Sleepy(5), batch_size=2, num_workers=num_workers)] == [
+        [0, 1], [2, 3], [4]]
+    ds = Sleepy(6)
+    it = iter(DataLoader(ds, batch_size=3, num_workers=num_workers))
+    gc.collect()
+    assert [b.tolist() for b in it] == [[0, 1, 2], [3, 4, 5]]
+    del it
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while loop_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not loop_threads() and ds.aclosed == 1
+
+
 def test_the_dataset_kind_is_checked_when_the_loader_is_built():
     class AsyncOnPlain(Dataset):
         def __len__(self):

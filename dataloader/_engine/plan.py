@@ -98,8 +98,9 @@ class EpochPlan:
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
         tuner: picks the active workers for ``num_workers="auto"`` (``num_workers`` is
             then the pool's size), else None.
-        async_loop: the loader's event loop (``async_loop.AsyncLoop``) for an
+        async_loop: the loader's hold on its event loop (``async_loop.LoopHold``) for an
             ``AsyncDataset``, whose batches ``async_build.AsyncFetcher`` builds; else None.
+            Each epoch's fetcher holds it too: the loop outlives a dropped loader's epochs.
     """
 
     dataset: Any
@@ -131,7 +132,7 @@ class EpochPlan:
             # The epoch keeps the run of the loop it starts with (async_loop.LoopRun).
             fetch = AsyncFetcher(
                 self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
-                epoch_key, self.async_loop.start(),
+                epoch_key, self.async_loop.start(), self.async_loop,
             )
             return fetch, AsyncItems
         lanes = pool.lanes if pool is not None else None
