@@ -217,7 +217,7 @@ def test_bad_arguments_and_locations():
 
 
 @pytest.mark.timeout(90)
-def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_second(server):
+def test_break_with_a_thousand_requests_in_flight_closes_them_all_at_once(server):
     n_ok, n = 1000, 3000
     urls = [server.url(f"/ok/t{i}?size=4") if i < n_ok else server.url(f"/hang/{i}") for i in range(n)]
     ds = HttpDataset(urls, retry=FAST, max_connections=0)
@@ -235,7 +235,9 @@ def test_break_with_a_thousand_requests_in_flight_closes_them_all_within_a_secon
         deadline = broke + 10
         while server.hanging and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert server.hanging == 0 and max(server.closed_at) - broke < 1.0  # all closed within 1 s
+        # All closed at the break, not after their 30 s time-out: within 1 s on an idle machine,
+        # the bound leaves room for a loaded 2-core CI runner.
+        assert server.hanging == 0 and max(server.closed_at) - broke < 3.0
         seen = len(server.requests)
         time.sleep(0.5)
         assert len(server.requests) == seen == n_ok + 1000
