@@ -43,11 +43,23 @@ from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 
-__all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopRun"]
+__all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopRun", "on_loop_thread"]
 
 ASYNC_THREAD_NAME = "dataloader-asyncio"
 _MARGIN_S = 0.1  # the loop thread ends this long before close()'s deadline, which then sees it gone
 _log = logging.getLogger("dataloader")
+
+_THREAD = threading.local()  # .loop: this thread runs a loader's event loop (LoopRun._main)
+
+
+def on_loop_thread() -> bool:
+    """The calling thread runs a loader's event loop (an item coroutine or ``aclose()`` is
+    calling).  The batches of an ``AsyncDataset``'s epochs wait on that thread, so it must
+    never wait for them (as a worker thread must not): a ``close()`` called from it returns
+    without waiting, else the loop, and every request on it, would stall for the whole
+    shutdown budget while the workers wait for the loop."""
+    return getattr(_THREAD, "loop", False)
+
 
 # Guards the switch to a new lock in a forked child (a parent thread may have held the old
 # one at the fork); never held across a fork itself.
@@ -193,6 +205,7 @@ class LoopRun:
     def _main(self) -> None:
         loop = self.loop
         asyncio.set_event_loop(loop)
+        _THREAD.loop = True
         self.ready.set()
         try:
             while True:

@@ -34,6 +34,7 @@ from typing import Any
 
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S, WORKER_THREAD_PREFIX
+from dataloader._engine.async_loop import on_loop_thread
 from dataloader._engine.lanes import LanePool, start_threads
 from dataloader._native._ring import Window
 
@@ -117,6 +118,12 @@ class WorkerPool:
         """True when called from one of this pool's threads."""
         return threading.get_ident() in self._idents
 
+    def must_not_wait_here(self) -> bool:
+        """True when the calling thread is one the pool's batches may wait on: one of its
+        own threads, or a loader's event loop thread (``async_loop.on_loop_thread``: an
+        ``AsyncDataset``'s item coroutine); waiting for the workers there would wait for itself."""
+        return self.owns_current_thread() or on_loop_thread()
+
     def idle(self) -> bool:
         """True when no worker is inside an epoch (the pool can take the next one)."""
         window = self._window
@@ -191,7 +198,7 @@ class WorkerPool:
         threads = list(self._threads)
         if self.lanes is not None:
             threads += self.lanes.shutdown()
-        if join_s <= 0 or self.owns_current_thread():
+        if join_s <= 0 or self.must_not_wait_here():
             return
         deadline = time.monotonic() + join_s
         for t in threads:
