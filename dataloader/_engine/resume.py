@@ -267,6 +267,12 @@ class Resumer:
                     "state_dict/load_state_dict), or num_workers=0"
                 )
             _check_streams(sd["dataset"], workers)
+        elif self._sampler is None and yielded and _per_worker(sd["dataset"]):
+            raise ValueError(
+                f"DataLoader state 'dataset' holds per-worker states for {len(sd['dataset']['workers'])} "
+                f"workers; this loader has num_workers={workers}: resume an IterableDataset with the "
+                "same num_workers"
+            )
         checked = self._state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
         if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
             if starts_late(self._sampler):
@@ -296,6 +302,15 @@ def _stream_position(progress: Progress, streams: Any) -> tuple[int, Any]:
 
 def _dataset_state(dataset: Any) -> Any:
     return dataset.state_dict() if hasattr(dataset, "state_dict") else None
+
+
+def _per_worker(state: object) -> bool:
+    """``state`` is a per-worker iterable state (``StatefulStreamItems.state``), which only a
+    loader with that many workers can resume (the dataset's own state would be one dict)."""
+    return (
+        isinstance(state, dict) and set(state) == {"workers", "last", "live"}
+        and isinstance(state["workers"], list) and isinstance(state["live"], list)
+    )
 
 
 def _check_streams(state: object, workers: int) -> None:
