@@ -390,7 +390,8 @@ class DataLoader(Generic[T_co]):
         Waits for the epochs' batches in flight and then joins the threads, at most
         ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s) in all, in slices that run signal handlers
         (Ctrl-C works); returns at once when called from a worker thread (inside
-        ``worker_init_fn`` or ``collate_fn``).  A later ``iter(loader)`` starts a new
+        ``worker_init_fn`` or ``collate_fn``) or from an ``AsyncDataset``'s item coroutine
+        (the event loop thread, which the workers wait on).  A later ``iter(loader)`` starts a new
         epoch (and pool).  Also happens, without waiting, when the loader is garbage-collected.
 
         An ``AsyncDataset``'s event loop thread stops within the same 5 s: the coroutines

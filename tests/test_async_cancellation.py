@@ -199,6 +199,50 @@ def test_close_from_another_thread_wakes_next_and_cancels_its_coroutines(num_wor
     assert not loop_threads()
 
 
+class ClosesFromAnItem(AsyncDataset):
+    """Item 9's coroutine closes the epoch (or the loader) it is fetched for, on the event loop
+    thread, and records how long that ``close()`` took."""
+
+    def __init__(self):
+        self.target = None
+        self.took = None
+
+    def __len__(self):
+        return 64
+
+    async def __getitem__(self, index):
+        if index == 9 and self.took is None:
+            t0 = time.monotonic()
+            self.target.close()
+            self.took = time.monotonic() - t0
+        await asyncio.sleep(0)
+        return index
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2, "auto"])
+@pytest.mark.parametrize("closer", ["iterator", "loader"])
+def test_close_from_an_item_coroutine_returns_at_once_and_ends_the_epoch(num_workers, closer):
+    # The workers wait for the event loop thread: close() called on it must not wait for them
+    # (the loop, and every request on it, would stall for the 5 s budget, and the workers be
+    # abandoned as stuck), as close() from a worker thread does not.
+    ds = ClosesFromAnItem()
+    loader = DataLoader(ds, batch_size=4, num_workers=num_workers, collate_fn=list)
+    it = iter(loader)
+    ds.target = it if closer == "iterator" else loader
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no worker abandoned as stuck
+        t0 = time.monotonic()
+        batches = list(it)
+        assert time.monotonic() - t0 < 2.0
+        assert wait_until(lambda: ds.took is not None)
+        assert ds.took < 1.0
+        assert all(b == list(range(4 * k, 4 * k + 4)) for k, b in enumerate(batches)) and len(batches) <= 2
+        assert [x for b in loader for x in b] == list(range(64))  # the next epoch runs in full
+        loader.close()
+    assert not loop_threads()
+
+
 class Exits(AsyncDataset):
     """Item 9 raises ``exc``; items before it take longer, so they are in flight meanwhile."""
 

@@ -342,6 +342,9 @@ def test_per_worker_states_need_the_same_num_workers():
         DataLoader(StatefulStream(5), batch_size=2, num_workers=2).load_state_dict(
             {**sd, "dataset": {"workers": [None, None], "last": 0, "live": [1, 0]}}
         )
+    # num_workers=0 too: the per-worker dict is no state of the dataset itself
+    with pytest.raises(ValueError, match="for 2 workers; this loader has num_workers=0"):
+        DataLoader(StatefulStream(5), batch_size=2).load_state_dict(sd)
 
 
 @pytest.mark.timeout(30)

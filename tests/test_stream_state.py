@@ -148,3 +148,50 @@ def test_a_sampler_returning_its_live_state_resumes_its_epoch(num_workers):
     again.load_state_dict(sd)
     assert head + take(iter(again)) == full
     again.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_taken_on_another_thread_mid_epoch_resumes_exactly(num_workers):
+    # state_dict() from another thread while next() builds and counts batches: each state pairs
+    # a position with the stream's state at that very position (never a later batch's state).
+    import sys
+    import threading
+
+    def loader():
+        return DataLoader(LiveStream(4000), batch_size=2, num_workers=num_workers, collate_fn=list)
+
+    with loader() as reference:
+        full = take(iter(reference))
+    states, errors = [], []
+    with loader() as first:
+        it = iter(first)
+        done, saving = threading.Event(), threading.Event()
+
+        def saver():
+            while not done.is_set():
+                saving.set()
+                try:
+                    states.append(first.state_dict())
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+                    return
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # 3.11: switch threads often enough to interleave
+        thread = threading.Thread(target=saver)
+        thread.start()
+        try:
+            saving.wait(10)
+            seen = take(it)
+        finally:
+            done.set()
+            thread.join()
+            sys.setswitchinterval(interval)
+    assert not errors
+    assert seen == full
+    middle = [sd for sd in states if sd["epoch"] == 0 and 0 < sd["yielded"] < len(full)]
+    assert middle
+    for sd in middle[:: max(1, len(middle) // 8)]:
+        with loader() as again:
+            again.load_state_dict(roundtrip(sd))
+            assert full[: sd["yielded"]] + take(iter(again)) == full, sd["yielded"]

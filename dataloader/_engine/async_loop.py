@@ -46,6 +46,7 @@ from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.epoch import finalizer_not_at_exit
+from dataloader._engine.pool import mark_loop_thread
 
 __all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopHold", "LoopRun"]
 
@@ -197,6 +198,7 @@ class LoopRun:
     def _main(self) -> None:
         loop = self.loop
         asyncio.set_event_loop(loop)
+        mark_loop_thread()
         self.ready.set()
         try:
             while True:

@@ -82,7 +82,7 @@ def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune:
     window.cancel()
     if sys.is_finalizing():
         return
-    on_worker = pool.owns_current_thread()
+    on_worker = pool.must_not_wait_here()
     if tune is not None:  # gated workers leave now, not after their WAIT_SLICE_S wait
         tune.wake(0.0 if on_worker else WAIT_SLICE_S)
     if not on_worker:
@@ -351,9 +351,10 @@ class Epoch(EpochIterator):
 
     def _wait_for_workers(self, wait_s: float) -> None:
         """Wait (bounded, in slices that run signal handlers) for the batches in flight;
-        not from a worker thread, nor at interpreter shutdown."""
+        not from a worker thread or the loader's event loop thread (an item coroutine), nor
+        at interpreter shutdown."""
         pool = self._pool
-        if wait_s <= 0 or pool is None or pool.owns_current_thread() or sys.is_finalizing():
+        if wait_s <= 0 or pool is None or pool.must_not_wait_here() or sys.is_finalizing():
             return
         if not self._window.wait_idle(wait_s):
             pool.mark_stuck()  # a batch did not finish in time: the pool is never reused

@@ -37,12 +37,27 @@ from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S, WORKER_
 from dataloader._engine.lanes import LanePool, start_threads
 from dataloader._native._ring import Window
 
-__all__ = ["WorkerPool", "WorkerSetup", "start_worker", "worker_copy", "worker_info"]
+__all__ = ["WorkerPool", "WorkerSetup", "mark_loop_thread", "on_loop_thread", "start_worker", "worker_copy", "worker_info"]
 
 # State of the calling worker thread across epochs.  A worker thread belongs to
 # one pool for its whole life, so this is per-pool worker state: ``seed`` is the
 # seed of the epoch in which the thread last initialised successfully.
 _thread_state = threading.local()
+_THREAD = threading.local()  # .loop: this thread runs a loader's event loop (mark_loop_thread)
+
+
+def mark_loop_thread() -> None:
+    """Mark the calling thread as running a loader's event loop (``async_loop.LoopRun``)."""
+    _THREAD.loop = True
+
+
+def on_loop_thread() -> bool:
+    """The calling thread runs a loader's event loop (an item coroutine or ``aclose()`` is
+    calling).  The batches of an ``AsyncDataset``'s epochs wait on that thread, so it must
+    never wait for them (as a worker thread must not): a ``close()`` called from it returns
+    without waiting, else the loop, and every request on it, would stall for the whole
+    shutdown budget while the workers wait for the loop."""
+    return getattr(_THREAD, "loop", False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +131,12 @@ class WorkerPool:
     def owns_current_thread(self) -> bool:
         """True when called from one of this pool's threads."""
         return threading.get_ident() in self._idents
+
+    def must_not_wait_here(self) -> bool:
+        """True when the calling thread is one the pool's batches may wait on: one of its
+        own threads, or a loader's event loop thread (``on_loop_thread``: an
+        ``AsyncDataset``'s item coroutine); waiting for the workers there would wait for itself."""
+        return self.owns_current_thread() or on_loop_thread()
 
     def idle(self) -> bool:
         """True when no worker is inside an epoch (the pool can take the next one)."""
@@ -191,7 +212,7 @@ class WorkerPool:
         threads = list(self._threads)
         if self.lanes is not None:
             threads += self.lanes.shutdown()
-        if join_s <= 0 or self.owns_current_thread():
+        if join_s <= 0 or self.must_not_wait_here():
             return
         deadline = time.monotonic() + join_s
         for t in threads:

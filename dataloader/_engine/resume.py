@@ -60,6 +60,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dataloader._engine.resume_checks import Layout
+from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
 from dataloader._sampling.state import check_state
 from dataloader._validate import check_int
@@ -195,14 +196,17 @@ class Resumer:
             return self._state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
         if self._start_error is not None:
             raise self._start_error
-        yielded, streams = progress.yielded, progress.streams
+        streams = progress.streams
+        yielded = progress.yielded
         if yielded and not in_order:
             raise ValueError(
                 "state_dict() in the middle of an epoch needs in_order=True: with in_order=False "
                 "batches come in completion order, so no position describes what was yielded"
             )
         if not self._streams:  # a num_workers=0 stream's state is its snapshot at the position
-            at = streams.state(yielded) if streams is not None else _dataset_state(dataset)
+            if streams is None:
+                return self._state(seed, progress.epoch, yielded, self._start_state, _dataset_state(dataset))
+            yielded, at = _stream_position(progress, streams)
             return self._state(seed, progress.epoch, yielded, self._start_state, at)
         if not yielded:
             return self._state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
@@ -213,7 +217,8 @@ class Resumer:
                 "ahead of the consumer; give the dataset state_dict/load_state_dict, or save at an "
                 "epoch boundary"
             )
-        return self._state(seed, progress.epoch, yielded, None, streams.state(yielded))
+        yielded, at = _stream_position(progress, streams)
+        return self._state(seed, progress.epoch, yielded, None, at)
 
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
@@ -262,6 +267,12 @@ class Resumer:
                     "state_dict/load_state_dict), or num_workers=0"
                 )
             _check_streams(sd["dataset"], workers)
+        elif self._sampler is None and yielded and _per_worker(sd["dataset"]):
+            raise ValueError(
+                f"DataLoader state 'dataset' holds per-worker states for {len(sd['dataset']['workers'])} "
+                f"workers; this loader has num_workers={workers}: resume an IterableDataset with the "
+                "same num_workers"
+            )
         checked = self._state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
         if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
             if starts_late(self._sampler):
@@ -272,8 +283,34 @@ class Resumer:
         return checked
 
 
+def _stream_position(progress: Progress, streams: Any) -> tuple[int, Any]:
+    """``(yielded, the stream's state there)``, read together: ``state_dict()`` may run on
+    another thread while the consumer's ``next()`` builds and counts batches, so ``yielded`` is
+    read again after the state and the pair is taken only when it did not move meanwhile (the
+    stream's record is one tuple, replaced whole: ``stream_state``)."""
+    while True:
+        yielded = progress.yielded
+        try:
+            at = streams.state(yielded)
+        except PositionMoved:
+            if progress.yielded == yielded:
+                raise
+            continue
+        if progress.yielded == yielded:
+            return yielded, at
+
+
 def _dataset_state(dataset: Any) -> Any:
     return dataset.state_dict() if hasattr(dataset, "state_dict") else None
+
+
+def _per_worker(state: object) -> bool:
+    """``state`` is a per-worker iterable state (``StatefulStreamItems.state``), which only a
+    loader with that many workers can resume (the dataset's own state would be one dict)."""
+    return (
+        isinstance(state, dict) and set(state) == {"workers", "last", "live"}
+        and isinstance(state["workers"], list) and isinstance(state["live"], list)
+    )
 
 
 def _check_streams(state: object, workers: int) -> None:

@@ -45,7 +45,7 @@ from dataloader._engine.items import StreamItems
 from dataloader._engine.pool import WorkerSetup
 from dataloader._engine.stats import EpochStats
 
-__all__ = ["StatefulStreamItems", "StreamSnapshots", "snapshot"]
+__all__ = ["PositionMoved", "StatefulStreamItems", "StreamSnapshots", "snapshot"]
 
 
 class _StateError:
@@ -71,11 +71,17 @@ def _checked(state: Any) -> Any:
     return state
 
 
+class PositionMoved(RuntimeError):
+    """``state(yielded)`` was asked for a position the stream's record is no longer at: the
+    consumer went on between the caller's read of ``yielded`` and this one (a
+    ``DataLoader.state_dict()`` on another thread reads ``yielded`` again and retries)."""
+
+
 def _behind(yielded: int, count: int) -> bool:
-    """``yielded`` is one behind ``count`` (an interrupt after the batch was built), else it
-    must equal ``count``."""
+    """``yielded`` is one behind ``count`` (an interrupt after the batch was built, or a batch
+    built and not yet returned), else it must equal ``count``."""
     if yielded not in (count, count - 1):
-        raise RuntimeError(f"internal: the consumer yielded {yielded} batches, the stream's state has {count}")
+        raise PositionMoved(f"internal: the consumer yielded {yielded} batches, the stream's state has {count}")
     return yielded != count
 
 
@@ -86,14 +92,16 @@ class StreamSnapshots:
         dataset: the ``IterableDataset`` (with ``state_dict``), not iterated yet this epoch.
         yielded: the epoch's position at its start (a resumed epoch's ``yielded``).
 
-    Thread-safety: the consumer's thread only, as ``next()``; ``state`` reads two attributes.
+    Thread-safety: ``wrap``'s builder on the consumer's thread only, as ``next()``; ``state``
+    from any thread (it reads one record, replaced whole after each batch).
     """
 
     def __init__(self, dataset: Any, yielded: int) -> None:
         self._dataset = dataset
-        self._count = yielded  # batches built (failures included) since the epoch's start
-        self._now = snapshot(dataset)  # the state after self._count batches
-        self._before: Any = None  # the state one batch earlier
+        # (batches built since the epoch's start, failures included; the state after them;
+        # the state one batch earlier): one tuple, replaced whole, so that a state() on another
+        # thread never pairs a count with another count's state.
+        self._record: tuple[int, Any, Any] = (yielded, snapshot(dataset), None)
 
     def wrap(self, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``build`` that snapshots the state after each batch (or failure) it builds."""
@@ -102,8 +110,8 @@ class StreamSnapshots:
         def built(item: Any) -> Any:
             out = build(item)
             if out is not END and not interrupted(out):
-                self._before, self._now = self._now, snapshot(dataset)
-                self._count += 1
+                count, now, _ = self._record
+                self._record = (count + 1, snapshot(dataset), now)
             return out
 
         return built
@@ -114,7 +122,8 @@ class StreamSnapshots:
         Raises:
             RuntimeError: ``state_dict()`` raised, or its result could not be deep-copied.
         """
-        return _checked(self._before if _behind(yielded, self._count) else self._now)
+        count, now, before = self._record
+        return _checked(before if _behind(yielded, count) else now)
 
 
 class StatefulStreamItems(StreamItems):
@@ -133,15 +142,19 @@ class StatefulStreamItems(StreamItems):
         self._copies: list[Any] = [None] * num_workers  # worker w's copy, on w's thread only
         self._cells: list[collections.deque[list[Any]]] = [collections.deque() for _ in range(num_workers)]
         self._loaded: list[Any] | None = None
-        self._saved: list[Any] = [None] * num_workers  # consumer only
-        self._last_taken = -1
-        self._count = yielded  # batches taken (failures included) in the epoch
-        self._undo: tuple[int, Any, int] | None = None  # the last take: (owner, saved, last_taken) before it
+        saved: list[Any] = [None] * num_workers
+        last_taken = -1
         if resume is not None:
             self._loaded = list(resume["workers"])
-            self._saved = list(resume["workers"])
+            saved = list(resume["workers"])
             self._live = list(resume["live"])
-            self._last = self._last_taken = resume["last"]
+            self._last = last_taken = resume["last"]
+        # Written by the consumer only, read by state() from any thread: (batches taken in the
+        # epoch, failures included; each worker's state at its last batch taken, a list never
+        # changed once stored here; the worker of the last batch taken (-1: none); the last
+        # take undone, (owner, its state, last worker) before it, or None).  One tuple,
+        # replaced whole, so that a reader never sees a count with another count's states.
+        self._record: tuple[int, list[Any], int, tuple[int, Any, int] | None] = (yielded, saved, last_taken, None)
 
     def _prepare(self, worker_id: int, mine: Any) -> Any:
         self._copies[worker_id] = mine
@@ -167,10 +180,10 @@ class StatefulStreamItems(StreamItems):
         cell = self._cells[owner].popleft()  # one owner's items are taken in publication order
         keep = super().taken(owner, result)
         if keep:
-            self._undo = (owner, self._saved[owner], self._last_taken)
-            self._saved[owner] = cell[0]
-            self._last_taken = owner
-            self._count += 1
+            count, saved, last, _ = self._record
+            now = list(saved)
+            now[owner] = cell[0]
+            self._record = (count + 1, now, owner, (owner, saved[owner], last))
         return keep
 
     def stop_worker(self, worker_id: int) -> None:
@@ -184,7 +197,8 @@ class StatefulStreamItems(StreamItems):
             RuntimeError: a worker's ``state_dict()`` raised, or its state could not be
                 deep-copied (chained).
         """
-        saved, last, undo = list(self._saved), self._last_taken, self._undo
-        if _behind(yielded, self._count) and undo is not None:
+        count, states, last, undo = self._record
+        saved = list(states)
+        if _behind(yielded, count) and undo is not None:
             owner, saved[owner], last = undo
         return {"workers": [_checked(s) for s in saved], "last": last, "live": list(self._live)}
