@@ -247,3 +247,13 @@ def test_imports_inside_functions_are_documented_as_lazy():
     assert not undocumented, "imports inside functions need a '# lazy: why' comment:\n" + "\n".join(
         undocumented
     )
+
+
+def test_import_dataloader_leaves_the_optional_and_async_machinery_unimported():
+    # asyncio only for an AsyncDataset's loop, torch only through dataloader.torch, the remote
+    # clients and Pillow only when used (DEVELOPERS: `import dataloader` stays light).
+    heavy = ["asyncio", "torch", "aiohttp", "obstore", "PIL", "matplotlib", "tqdm", "importlib.metadata"]
+    code = f"import sys, dataloader; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = run_python("-c", code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

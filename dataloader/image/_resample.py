@@ -10,7 +10,6 @@ layout and with the GIL released.  Nearest-neighbour and 2/4-channel images
 from __future__ import annotations
 
 import functools
-from importlib import metadata
 
 import numpy as np
 
@@ -33,6 +32,8 @@ _NATIVE_FILTERS = {
 @functools.cache
 def _pass_order() -> int:
     """The native pass order matching the installed Pillow (13's when absent)."""
+    from importlib import metadata  # lazy: 17-22 ms of import dataloader on 3.11, for the first resize only
+
     try:
         major = int(metadata.version("pillow").split(".")[0])
     except (metadata.PackageNotFoundError, ValueError):
