@@ -190,6 +190,22 @@ def test_retry_refuses_infinite_backoffs(name):
         Retry(**{name: float("inf"), **({"max_backoff_s": float("inf")} if name == "initial_backoff_s" else {})})
 
 
+@pytest.mark.parametrize("name", ["initial_backoff_s", "max_backoff_s", "multiplier", "attempt_timeout_s"])
+@pytest.mark.parametrize("value", [10**400, -(10**400), 10**5000, -(10**5000)], ids=["10**400", "-10**400", "10**5000", "-10**5000"])
+def test_retry_refuses_ints_past_a_floats_range_naming_the_argument(name, value):
+    kwargs = {name: value}
+    if name == "initial_backoff_s" and value > 0:
+        kwargs["max_backoff_s"] = 1e300
+    with pytest.raises(ValueError, match=f"{name}") as info:
+        Retry(**kwargs)
+    assert len(str(info.value)) < 300  # the size, not thousands of digits
+
+
+def test_retry_takes_ints_that_a_float_holds():
+    r = Retry(initial_backoff_s=1, max_backoff_s=10**300, multiplier=3, attempt_timeout_s=10**300, jitter=False)
+    assert r.backoff_s(2) == 3.0 and r.store_config()["retry_timeout"].days > 365 * 2000
+
+
 def test_store_config_of_huge_retries_stays_in_range():
     cfg = Retry(max_attempts=10**30, initial_backoff_s=1e299, max_backoff_s=1e300, attempt_timeout_s=1e300).store_config()
     assert cfg["max_retries"] == (1 << 63) - 1

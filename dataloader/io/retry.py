@@ -45,6 +45,23 @@ def seconds_delta(seconds: float) -> timedelta:
     return timedelta(seconds=min(float(seconds), _MAX_DELTA_S))
 
 
+def _as_float(name: str, value: int | float) -> float:
+    """``float(value)``; an int past a float's range (about 1.8e308) is a ``ValueError``.
+
+    Raises:
+        ValueError: ``value`` is an int too large for a float, naming ``name`` and its size
+            (not its digits: ``str`` of an int over 4,300 digits raises by itself).
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+        raise ValueError(
+            f"{name} is an int of about {digits} digits, past a float's range (about 1.8e308): "
+            "it must be a number a float holds"
+        ) from None
+
+
 class AttemptTimeout(TimeoutError):
     """One attempt ran past ``Retry.attempt_timeout_s`` (transient)."""
 
@@ -70,7 +87,8 @@ class Retry:
     Thread-safety: immutable; one ``Retry`` may serve any number of datasets.
 
     Raises:
-        ValueError, TypeError: an argument is out of range or of the wrong type.
+        ValueError, TypeError: an argument is out of range or of the wrong type (an int
+            past a float's range, e.g. ``10**400``, is out of range: ``ValueError`` naming it).
     """
 
     max_attempts: int = 3
@@ -89,7 +107,7 @@ class Retry:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise TypeError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(value):
+            if not math.isfinite(_as_float(name, value)):
                 raise ValueError(f"{name}={value!r} must be finite")
         if self.initial_backoff_s < 0:
             raise ValueError(f"initial_backoff_s={self.initial_backoff_s} must be >= 0")
@@ -98,8 +116,9 @@ class Retry:
         if self.multiplier < 1:
             raise ValueError(f"multiplier={self.multiplier} must be >= 1")
         t = self.attempt_timeout_s
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
-            raise ValueError(f"attempt_timeout_s={t!r} must be > 0 or None")
+        if t is not None:  # a huge int is refused before the message prints its digits
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not _as_float("attempt_timeout_s", t) > 0:
+                raise ValueError(f"attempt_timeout_s={t!r} must be > 0 or None")
 
     def backoff_s(self, failures: int) -> float:
         """Seconds to wait after the ``failures``-th failed attempt (1 for the first):
