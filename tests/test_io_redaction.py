@@ -5,6 +5,7 @@ causes a traceback prints) and in ``repr`` of datasets, ``Locations`` and ``Temp
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import traceback
 
@@ -153,6 +154,57 @@ def test_every_http_error_names_the_url_without_its_credentials():
         other.close()
         raw.close()
         server.close()
+
+
+def whole_chain(exc):
+    """``exc`` and every exception it chains, hidden ones (``__suppress_context__``) too."""
+    out, todo = [], [exc]
+    while todo:
+        e = todo.pop()
+        if e is not None and all(e is not seen for seen in out):
+            out.append(e)
+            todo += [e.__cause__, e.__context__]
+    return out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["url", "https-url", "header"])
+def test_an_http_error_chains_nothing_that_holds_the_url_credentials_or_authorization(where):
+    """No aiohttp exception (its ``request_info`` holds the URL and the Authorization header)
+    is chained, hidden or not: tracebacks, loggers and error reporters see no secret."""
+    pytest.importorskip("aiohttp")
+    server, raw, closed = FaultServer(), RawServer({"garbage": b"garbage\r\n\r\n"}), socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    scheme, cred = ("https" if where == "https-url" else "http"), ("" if where == "header" else "user:secret@")
+    paths = [(server.port, "/status/404"), (server.port, "/status/500"), (server.port, "/reset/r?fails=9"),
+             (server.port, "/loop"), (server.port, "/slow/s?s=2"), (closed.getsockname()[1], "/x"),
+             (raw.port, "/garbage"), (server.port, "/big?size=100000"), (server.port, "/goto/g?to=http://[bad")]
+    urls = [f"{scheme}://{cred}127.0.0.1:{port}{path}" for port, path in paths] + [f"{scheme}://{cred}a..b/x"]
+    headers = {"Authorization": "Bearer secret"} if where == "header" else None
+    retry = Retry(max_attempts=2, initial_backoff_s=0.01, max_backoff_s=0.02, attempt_timeout_s=0.5)
+    try:
+        out = fetch_each(HttpDataset(urls, headers=headers, retry=retry, max_bytes=1000))
+    finally:
+        closed.close()
+        raw.close()
+        server.close()
+    basic = base64.b64encode(b"user:secret").decode()
+    for url, exc in zip(urls, out):
+        assert isinstance(exc, (OSError, ValueError)), (url, repr(exc))
+        text = "".join(traceback.format_exception(exc))
+        assert "secret" not in text and basic not in text, (url, text)
+        chain = whole_chain(exc)
+        assert len(chain) == 1, (url, [repr(e) for e in chain])
+        held = repr(vars(exc))
+        assert "secret" not in held and basic not in held, (url, held)
+
+
+def test_url_credentials_with_an_authorization_header_fail_the_item_naming_the_url_masked():
+    pytest.importorskip("aiohttp")
+    ds = HttpDataset(["http://user:secret@127.0.0.1:1/x?token=TOKSECRET"], headers={"authorization": "Bearer b"})
+    (exc,) = fetch_each(ds)
+    assert isinstance(exc, ValueError) and "http://***@127.0.0.1:1/x?token=***: has credentials" in str(exc)
+    assert "Authorization" in str(exc) and whole_chain(exc) == [exc]
 
 
 @pytest.mark.timeout(60)

@@ -20,10 +20,17 @@ says ``status=400``, which no server sent, and is no ``OSError``).  No aiohttp
 exception leaves a dataset as it is.  Each error names the URL and, for a
 status, the status (``exc.status``).
 
-URLs are shown without credentials, in every error (message, ``filename``,
-the message of a chained cause) and in ``repr``: userinfo (``user:password@``)
-and the values of secret-looking query parameters (``token``, ``sig``,
-``X-Amz-Signature``, ...) become ``***`` (the rule: ``dataloader.io._redact``).
+URLs are shown without credentials, in every error (message, ``filename``)
+and in ``repr``: userinfo (``user:password@``) and the values of secret-looking
+query parameters (``token``, ``sig``, ``X-Amz-Signature``, ...) become ``***``
+(the rule: ``dataloader.io._redact``).  No error chains the exception it was
+made from (``__cause__`` and ``__context__`` are None): aiohttp's exceptions
+hold the request's URL and headers (``ClientResponseError.request_info``, with
+the ``Authorization`` header that URL credentials become), and a log handler or
+error reporter may walk a chain, hidden or not.  Each error is raised outside the
+handler that caught aiohttp's, and names its type and its (redacted) message
+instead.  A URL with credentials and an ``Authorization`` header in ``headers``
+is refused (``ValueError``, final): aiohttp cannot send both.
 A 429 or 503 with ``Retry-After`` (seconds or an HTTP date) waits at least that
 long before the next attempt, capped by ``Retry.max_backoff_s`` (``Retry.wait_s``).
 
@@ -100,7 +107,8 @@ def _protocol_error(url: str, reason: str) -> OSError:
 
 
 def _client_error(shown: str, exc: Exception) -> Exception:
-    """aiohttp's ``exc`` as this module's error, naming ``shown`` (the URL, redacted)."""
+    """aiohttp's ``exc`` as this module's error, naming ``shown`` (the URL, redacted); the
+    caller raises it outside its ``except`` block, so that it chains nothing (see the module)."""
     from aiohttp import (  # lazy: an optional dependency, imported once a request failed
         ClientConnectionError, ClientPayloadError, ClientResponseError, InvalidURL,
     )
@@ -148,9 +156,11 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     try:
         target = resp.url.join(yarl.URL(resp.headers["Location"]))
     except ValueError as exc:
-        location = redact(resp.headers["Location"])
         why = redact_text(str(exc))
-        raise ValueError(f"{redact(url)}: redirect to an invalid URL {location!r} ({why})") from None
+    else:
+        why = ""
+    if why:  # raised here, not in the handler: nothing chained (see the module)
+        raise ValueError(f"{redact(url)}: redirect to an invalid URL {redact(resp.headers['Location'])!r} ({why})")
     origin = yarl.URL(url)
     why = ""
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
@@ -169,11 +179,26 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     return str(target)
 
 
+def _has_userinfo(url: str) -> bool:
+    """True when ``url`` has a user name or password (``user:password@``)."""
+    if "@" not in url:
+        return False
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False  # aiohttp refuses it by itself (an invalid URL)
+    return bool(parts.username or parts.password)
+
+
 def _check_url(location: str) -> str:
     try:
         parts = urlsplit(location)
     except ValueError as exc:  # "Invalid IPv6 URL", a bad port
-        raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
+        why = str(exc)
+    else:
+        why = ""
+    if why:  # raised here, not in the handler: nothing chained (see the module)
+        raise ValueError(f"location {redact(location)!r} is not a valid URL ({why})")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"location {redact(location)!r} is not an http:// or https:// URL with a host")
     return location
@@ -231,6 +256,7 @@ class HttpDataset(AsyncDataset[bytes]):
             raise ValueError(f"max_connections={max_connections!r} must be an int >= 0")
         self.timeout_s = timeout_s
         self.headers = dict(headers or {})
+        self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
         self.locations = Locations(locations).bind("url", _check_url)
         self._lock = threading.Lock()
@@ -246,15 +272,20 @@ class HttpDataset(AsyncDataset[bytes]):
         import asyncio
 
         url = self.locations[index]
+        if self._authorization and _has_userinfo(url):
+            raise ValueError(
+                f"{redact(url)}: has credentials (user:password@) and headers= has an Authorization "
+                "header: aiohttp sends one or the other, give one"
+            )
+        failed: Exception
         try:  # errors name redact(url), made only when one is raised
             async with asyncio.timeout(self.timeout_s):
                 return await self.retry.run_async(lambda: self._attempt(url), _transient, lambda: redact(url))
         except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
-            raise ConnectionError(str(exc)) from exc.__cause__
+            failed = ConnectionError(str(exc))
         except TimeoutError as exc:
-            if str(exc):
-                raise TimeoutError(str(exc)) from None
-            raise TimeoutError(f"{redact(url)}: not fetched within timeout_s={self.timeout_s}") from None
+            failed = TimeoutError(str(exc) or f"{redact(url)}: not fetched within timeout_s={self.timeout_s}")
+        raise failed  # outside the handlers: it chains nothing (see the module)
 
     def _mutex(self) -> threading.Lock:
         if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
@@ -286,6 +317,7 @@ class HttpDataset(AsyncDataset[bytes]):
         import aiohttp  # lazy: an optional dependency, on first use
 
         at = url
+        failed: Exception
         try:
             for _ in range(MAX_REDIRECTS + 1):
                 async with self._session().get(at, allow_redirects=False) as resp:
@@ -297,12 +329,12 @@ class HttpDataset(AsyncDataset[bytes]):
                     if resp.status >= 300:
                         raise _status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
                     return await self._read_body(url, resp)
+            failed = OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
         except UnicodeError as exc:  # yarl: a host IDNA cannot encode ("a..b", a label over 63)
-            raise ValueError(f"{redact(url)}: invalid URL (its host: {exc})") from None
+            failed = ValueError(f"{redact(url)}: invalid URL (its host: {exc})")
         except aiohttp.ClientError as exc:
-            mapped = _client_error(redact(url), exc)
-            raise mapped from (exc if isinstance(mapped, _Transport) else None)
-        raise OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
+            failed = _client_error(redact(url), exc)
+        raise failed  # outside the handlers: aiohttp's exception (its request_info) is not chained
 
     async def _read_body(self, url: str, resp: Any) -> bytes:
         limit = self.max_bytes
