@@ -81,6 +81,36 @@ def test_redact_masks_userinfo_and_secret_parameters_of_urls_only(location, show
     assert redact(location) == shown
 
 
+@pytest.mark.parametrize("name", [
+    "pass", "PASS", "private_key", "privatekey", "X-Private-Key", "jwt", "id_jwt", "client_assertion",
+    "assertion", "session", "sessionid", "session_id", "JSESSIONID", "PHPSESSID", "code",
+])
+def test_redact_masks_passwords_private_keys_jwts_assertions_sessions_and_oauth_codes(name):
+    assert redact(f"https://h/cb?{name}=S3CRET&state=1") == f"https://h/cb?{name}=***&state=1"
+    assert redact(f"https://h/cb#{name}=S3CRET") == f"https://h/cb#{name}=***"
+
+
+@pytest.mark.parametrize("name", ["zipcode", "country_code", "passage", "bypass", "sessions_per_day", "keyframe"])
+def test_redact_keeps_parameters_that_only_resemble_secret_names(name):
+    assert redact(f"https://h/a?{name}=v") == f"https://h/a?{name}=v"
+
+
+@pytest.mark.parametrize(("location", "shown"), [
+    ("https://u:pa/ss@host/x", "https://***@host/x"),  # a raw '/' in the password
+    ("https://u:pa/ss@host", "https://***@host"),
+    ("https://u:p@ss@host/x", "https://***@host/x"),  # a raw '@'
+    ("https://u:p@a/ss@host:8080/x?token=t&e=a@b", "https://***@host:8080/x?token=***&e=a@b"),  # both
+    ("https://u:pa/ss/w@host/x#frag", "https://***@host/x#frag"),
+    ("https://u:pa/ss@host/x?q=a@b", "https://***@host/x?q=a@b"),  # an '@' in the query is not userinfo
+    ("https://cdn.jsdelivr.net/gh/u/r@v1/x.jpg", "https://cdn.jsdelivr.net/gh/u/r@v1/x.jpg"),  # a bare host
+    ("https://registry.npmjs.org/@scope/pkg?e=a@b", "https://registry.npmjs.org/@scope/pkg?e=a@b"),
+    ("http://localhost:5173/@vite/client", "http://***@vite/client"),  # a port: hidden too much, never too little
+])
+def test_redact_hides_a_password_holding_a_raw_slash_or_at_sign(location, shown):
+    assert redact(location) == shown
+    assert "pa/ss" not in redact(location) and "ss@" not in redact(location)
+
+
 def test_redact_text_masks_every_url_in_a_message():
     text = "GET http://u:p@h/a?sig=s in 3ms\nuri: Some(\n    https://h/b?token=t,\n)"
     assert redact_text(text) == "GET http://***@h/a?sig=*** in 3ms\nuri: Some(\n    https://h/b?token=***\n)"

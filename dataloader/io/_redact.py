@@ -5,11 +5,27 @@ A URL (a location with ``scheme://``) is shown with its userinfo replaced by ``*
 every query or fragment parameter whose name looks secret replaced by ``***``
 (``?X-Amz-Signature=***``).  A name looks secret when, lower-cased and without ``-`` and
 ``_``, it contains ``token``, ``signature``, ``secret``, ``password``, ``passwd``,
-``credential``, ``apikey`` or ``accesskey``, or is ``sig``, ``key``, ``auth`` or ``pwd``:
-AWS presigned URLs (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``),
-GCS signed URLs (``X-Goog-Signature``), Azure SAS tokens (``sig``), OAuth's
-``access_token`` and API keys (``key``, ``api_key``).  Paths and object keys (no
-``://``) are shown as they are.
+``credential``, ``apikey``, ``accesskey``, ``privatekey``, ``jwt``, ``assertion``,
+``sessionid`` or ``sessid``, or is ``sig``, ``key``, ``auth``, ``pwd``, ``pass``,
+``session`` or ``code``: AWS presigned URLs (``X-Amz-Signature``, ``X-Amz-Credential``,
+``X-Amz-Security-Token``), GCS signed URLs (``X-Goog-Signature``), Azure SAS tokens
+(``sig``), OAuth's ``access_token``, ``code`` (an authorization code), ``client_assertion``
+and ``jwt``, API keys (``key``, ``api_key``, ``private_key``) and session ids (``session``,
+``sessionid``, ``JSESSIONID``, ``PHPSESSID``).  Paths and object keys (no ``://``) are
+shown as they are.
+
+Where the userinfo ends.  RFC 3986's authority runs from ``://`` to the first ``/``, ``?``
+or ``#``, and its userinfo to the authority's last ``@``.  Users also write a raw ``/`` or
+``@`` in a password (``https://u:pa/ss@host/x``, ``https://u:p@a/ss@host/x``), which that
+reading would show in part.  So: when the authority holds an ``@`` or a ``:`` (credentials
+or a port), the userinfo ends at the last ``@`` before the first ``?`` or ``#``, if there is
+one (``https://***@host/x`` for both).  The price is paid only by a URL with a port (or
+credentials) and an ``@`` in its path: ``http://localhost:5173/@vite/client`` is shown as
+``http://***@vite/client`` (too much hidden, never too little).  An authority that is a
+bare host keeps an ``@`` in its path (``https://cdn.jsdelivr.net/gh/u/r@v1/x``): a password
+needs a ``:`` before it.  Not covered: a raw ``?`` or ``#`` in a password (every client
+reads the query from there; percent-encode it as ``%3F`` / ``%23``) and a raw ``/`` in a
+user name without a password (``%2F``).
 
 Parsing is by hand, not ``urllib.parse``: a location that ``urlsplit`` refuses
 (``http://[::1/x``) must be redacted too, in the very error that says so.
@@ -22,8 +38,11 @@ from urllib.parse import unquote_plus
 
 __all__ = ["SECRET_NAME_PARTS", "SECRET_NAMES", "redact", "redact_text"]
 
-SECRET_NAME_PARTS = ("token", "signature", "secret", "password", "passwd", "credential", "apikey", "accesskey")
-SECRET_NAMES = frozenset({"sig", "key", "auth", "pwd"})
+SECRET_NAME_PARTS = (
+    "token", "signature", "secret", "password", "passwd", "credential", "apikey", "accesskey",
+    "privatekey", "jwt", "assertion", "sessionid", "sessid",
+)
+SECRET_NAMES = frozenset({"sig", "key", "auth", "pwd", "pass", "session", "code"})
 MASK = "***"
 # A URL inside free text (a client's error message): scheme://, then up to white space or a quote.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
@@ -48,22 +67,30 @@ def _params(text: str) -> str:
     return "&".join(params)
 
 
+def _first(text: str, chars: str, start: int = 0) -> int:
+    """The index of the first of ``chars`` in ``text[start:]``, or ``len(text)``."""
+    found = [i for i in (text.find(ch, start) for ch in chars) if i >= 0]
+    return min(found, default=len(text))
+
+
 def redact(location: str) -> str:
-    """``location`` as it may be shown: a URL without userinfo and secret parameter values.
+    """``location`` as it may be shown: a URL without userinfo and secret parameter values
+    (the rules, and where the userinfo ends: the module's docstring).
 
     Thread-safety: a pure function.
     """
     scheme, sep, rest = location.partition("://")
     if not sep or ("@" not in rest and "?" not in rest and "#" not in rest):
         return location
-    end = len(rest)
-    for ch in "/?#":
-        i = rest.find(ch)
-        if i >= 0:
-            end = min(end, i)
-    authority, tail = rest[:end], rest[end:]
-    if "@" in authority:
-        authority = MASK + "@" + authority.rpartition("@")[2]
+    head_end = _first(rest, "/?#")  # RFC 3986's authority
+    at = rest.rfind("@", 0, _first(rest, "?#"))
+    if at >= 0 and ("@" in rest[:head_end] or ":" in rest[:head_end]):
+        host_end = _first(rest, "/?#", at + 1)
+        authority = MASK + "@" + rest[at + 1 : host_end]
+    else:
+        host_end = head_end
+        authority = rest[:head_end]
+    tail = rest[host_end:]
     if "?" in tail or "#" in tail:
         tail, hash_, fragment = tail.partition("#")
         path, q, query = tail.partition("?")
