@@ -16,7 +16,7 @@ from dataloader._engine.options import check_sampling_args
 from dataloader._engine.resume import Resumer
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
-from dataloader.torch._draws import TorchDraws, TorchSamplerState
+from dataloader.torch._draws import TorchDraws, TorchSamplerState, draw_seed
 from dataloader.torch._pin import PinnedCollate, pinning_available
 from dataloader.torch._threads import limit_this_thread
 from dataloader.torch.collate import default_collate, default_convert
@@ -42,7 +42,10 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
       torch's ``RandomSampler`` seeded as torch seeds it, so the sample order for one
       ``torch.manual_seed`` / ``torch.Generator`` state is torch's (``dataloader.torch._draws``).
       ``shuffle_order="feistel"``, ``seed=`` or a ``numpy.random.Generator`` use the library's
-      constant-memory samplers instead (:class:`dataloader.DataLoader`'s order).
+      constant-memory samplers instead (:class:`dataloader.DataLoader`'s order); with
+      ``shuffle_order="feistel"`` and neither ``seed`` nor ``generator``, the loader's ``seed``
+      is one int64 drawn from torch's default generator at construction, so
+      ``torch.manual_seed`` makes that order reproducible too.
     * ``pin_memory=True`` pins each batch on its worker when CUDA is available, else it is a
       no-op; ``pin_memory_device`` is accepted (torch's deprecated argument).
     * ``multiprocessing_context`` is validated as torch does and otherwise ignored (workers are
@@ -103,6 +106,8 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         torch_rng = shuffle_order == "torch" and extras.get("seed") is None and (
             generator is None or isinstance(generator, torch.Generator)
         )
+        if not torch_rng and generator is None and extras.get("seed") is None:
+            extras["seed"] = draw_seed(None)  # the Feistel order's seed: torch.manual_seed fixes it
         args = _torch_sampling(dataset, iterable, torch_rng, bool(shuffle), sampler, batch_sampler, size, drop, generator)
         if collate_fn is None:
             auto_collation = batch_sampler is not None or batch_size is not None

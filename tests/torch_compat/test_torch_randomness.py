@@ -122,6 +122,38 @@ def test_feistel_order_is_the_numpy_faces():
         dt.DataLoader(data(), shuffle_order="numpy")
 
 
+def test_with_the_default_generator_later_epochs_follow_every_global_draw_as_torchs_do():
+    def epochs(make, draw_between):
+        torch.manual_seed(11)
+        loader = make(data(), batch_size=4, shuffle=True)
+        first = [b[0].tolist() for b in loader]
+        if draw_between:
+            torch.rand(3)  # e.g. a training step's dropout
+        return first, [b[0].tolist() for b in loader]
+
+    for draw in (False, True):
+        assert epochs(dt.DataLoader, draw) == epochs(tud.DataLoader, draw)
+    plain, drawn = epochs(dt.DataLoader, False), epochs(dt.DataLoader, True)
+    assert plain[0] == drawn[0] and plain[1] != drawn[1]
+
+
+def test_the_feistel_order_without_a_seed_follows_torch_manual_seed():
+    def run(seed):
+        torch.manual_seed(seed)
+        loader = dt.DataLoader(data(), batch_size=4, shuffle=True, shuffle_order="feistel")
+        torch.rand(3)  # torch draws after construction do not move the order
+        return loader.seed, ids(loader)
+
+    assert run(7) == run(7)
+    assert run(7)[1] != run(8)[1]
+    torch.manual_seed(7)
+    drawn = int(torch.empty((), dtype=torch.int64).random_().item())  # torch's base-seed draw
+    assert run(7)[0] == drawn and 0 <= drawn < 2**63
+    torch.manual_seed(7)
+    given = dt.DataLoader(data(), batch_size=4, shuffle=True, shuffle_order="feistel", seed=3)
+    assert given.seed == 3 and torch.empty((), dtype=torch.int64).random_().item() == drawn  # no draw
+
+
 def test_a_torch_sampler_state_records_and_checks_how_the_loader_cuts_its_epoch():
     with dt.DataLoader(data(), batch_size=4, shuffle=True, generator=gen(3)) as loader:
         it = iter(loader)
