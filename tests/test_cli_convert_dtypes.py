@@ -80,6 +80,47 @@ def test_convert_refuses_a_value_the_dtype_would_change(tmp_path, capsys, body, 
     assert f"error: {tmp_path / 't.csv'}: data row" in line
 
 
+BIG = 2**53 + 1  # the first integer float64 cannot hold
+
+
+@pytest.mark.parametrize("chunk_rows", ["65536", "2"])
+def test_convert_stores_int64_csv_integers_past_2_to_the_53_exactly(tmp_path, capsys, chunk_rows):
+    ids = [BIG, -BIG, 2**63 - 1, -(2**63), 7, 1_700_000_000_123_456_789, 0]
+    labels = [3, 2**62 + 1, 1, 0, 2, 5, 4]
+    lines = ["ts,a,kind"] + [f"{t},{i}.5,{k}" for i, (t, k) in enumerate(zip(ids, labels))]
+    lines.insert(3, "")  # a blank line: the text of each parsed row is still found
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "t.ndf"
+    rc = convert(tmp_path / "t.csv", out, "--label-columns", "kind", "--columns", "ts", "--dtype", "int64",
+                 "--label-dtype", "int64", "--chunk-rows", chunk_rows, "-q")
+    assert rc == 0, capsys.readouterr().err
+    with ndf.open_ndf(out) as f:
+        x, y = f.read_rows(range(len(ids)))
+    assert x[:, 0].tolist() == ids and y[:, 0].tolist() == labels
+
+
+@pytest.mark.parametrize(("body", "opts", "needle"), [
+    (f"a,label\n1,0\n2,{BIG}.5\n", ["--label-dtype", "int64"],
+     f"data row 1, label column 0 ('label'): '{BIG}.5' cannot be stored as --label-dtype int64: "
+     "it is not a whole number in int64's range"),
+    (f"a,label\n1,0\n{2**63},1\n", ["--dtype", "int64"],
+     f"data row 1, feature column 0 ('a'): {2**63} cannot be stored as --dtype int64"),
+    (f"a,label\n1.5,0\n{BIG},1\n", ["--dtype", "int64"],
+     "data row 0, feature column 0 ('a'): 1.5 cannot be stored as --dtype int64"),  # the first, in order
+    (f"{BIG},1\n", ["--dtype", "float32", "--label-dtype", "int64", "--no-header"], None),  # float32: rounding asked
+])
+def test_convert_refuses_an_int64_csv_value_past_2_to_the_53_that_is_not_a_whole_number_in_range(
+    tmp_path, capsys, body, opts, needle
+):
+    (tmp_path / "t.csv").write_text(body)
+    rc = convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--label-columns", "-1", "-q", *opts)
+    if needle is None:
+        assert rc == 0
+        return
+    line = assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, needle)
+    assert f"error: {tmp_path / 't.csv'}: data row" in line
+
+
 def test_convert_refuses_a_dtype_it_does_not_know(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("1,2\n")
     assert convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--dtype", "complex64") == 2

@@ -10,7 +10,9 @@ comes first; one line when a line is longer) are parsed by ``numpy.loadtxt`` (C
 code), only the columns kept; only when a block fails is it scanned again line
 by line with the ``csv`` module (or ``str.split`` for whitespace-separated
 input), to name the exact line and column of the first bad value.  Memory holds
-one block, whatever the file's size or the width of its rows.
+one block, whatever the file's size or the width of its rows.  Values are
+parsed as float64, except that a part stored as int64 reads its integers past
+2**53 exactly from their text (``dataloader.cli._exact_ints``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 from dataloader.cli._constants import CSV_CHUNK_CHARS, CSV_CHUNK_ROWS
+from dataloader.cli._exact_ints import exact_int_part, needs_exact_ints
 from dataloader.cli._source import Chunk, Source, feature_columns, resolve_columns, take_columns
 
 __all__ = ["open_csv"]
@@ -124,6 +127,8 @@ def open_csv(
     columns: Sequence[str] | None = None,
     drop_columns: Sequence[str] | None = None,
     chunk_chars: int = CSV_CHUNK_CHARS,
+    x_dtype: str = "float64",
+    y_dtype: str = "float64",
 ) -> Source:
     """Open a CSV table for ``convert``.
 
@@ -143,11 +148,15 @@ def open_csv(
             with ``columns``.
         chunk_chars: characters of text parsed per block, about (a block ends
             at the line that reaches it): bounds memory for wide rows.
+        x_dtype, y_dtype: the dtypes the features and labels will be stored as:
+            for int64, integers past 2**53 are read exactly (else through float64).
 
     Raises:
         CliError: unreadable file, no header line where names are used, an
             unknown column, a label column also dropped; while iterating: a ragged or non-numeric
             line (file, line and column named).
+        ConversionError: while iterating, a value of a part stored as int64 that is not a
+            whole number in its range, past 2**53 (its data row and column named).
     """
     raw, text = _open_text(path)
     try:
@@ -202,10 +211,12 @@ def open_csv(
     size = os.fstat(raw.fileno()).st_size
     pending = [] if header else [first]
     dialect = _Dialect(path, delimiter, names, usecols)
+    exact_x, exact_y = needs_exact_ints(x_dtype), bool(labels) and needs_exact_ints(y_dtype)
 
     def chunks() -> Iterator[Chunk]:
         line_no = first_line_no + (1 if header else 0)  # 1-based number of the block's first line
         last_pos = 0
+        done = 0  # data rows yielded
         carry = pending
         while True:
             try:
@@ -217,6 +228,12 @@ def open_csv(
             rows = dialect.parse_block(lines, line_no)
             if rows.shape[0]:
                 x, y = take_columns(rows, block_features, block_labels)
+                fields = _LazyFields(dialect, lines, line_no, rows.shape[0])  # int64: past 2**53, from text
+                if exact_x:
+                    x = exact_int_part(x, lambda i, j: fields(i)[features[j]], x_dtype, done, "x_rows", path)
+                if exact_y and y is not None:
+                    y = exact_int_part(y, lambda i, j: fields(i)[labels[j]], y_dtype, done, "y_rows", path)
+                done += rows.shape[0]
                 pos = raw.tell()
                 yield x, y, pos - last_pos
                 last_pos = pos
@@ -270,6 +287,15 @@ class _Dialect:
             self.check_widths(lines, line_no)
         return rows
 
+    def row_fields(self, lines: list[str], line_no: int) -> list[list[str]]:
+        """The fields of each data row of a parsed block (blank lines skipped, as loadtxt does)."""
+        rows = []
+        for i, line in enumerate(lines):
+            fields = _fields(line.rstrip("\r\n"), self.delimiter, f"{self.path}: line {line_no + i}")
+            if fields and not (len(fields) == 1 and not fields[0].strip()):
+                rows.append(fields)
+        return rows
+
     def check_widths(self, lines: list[str], line_no: int) -> None:
         """Raise a CliError naming the first line whose number of fields is not ``ncols``."""
         ncols, delimiter = len(self.names), self.delimiter
@@ -303,3 +329,20 @@ class _Dialect:
                     raise CliError(
                         f"{where}, column {j + 1} ({names[j]!r}): {shown} is not a number"
                     )
+
+
+class _LazyFields:
+    """``fields(i)``: the fields of a block's data row ``i``, split on first use."""
+
+    def __init__(self, dialect: _Dialect, lines: list[str], line_no: int, nrows: int) -> None:
+        self.dialect, self.lines, self.line_no, self.nrows = dialect, lines, line_no, nrows
+        self.rows: list[list[str]] | None = None
+
+    def __call__(self, i: int) -> list[str]:
+        if self.rows is None:
+            self.rows = self.dialect.row_fields(self.lines, self.line_no)
+            if len(self.rows) != self.nrows:  # loadtxt skipped what row_fields kept, or the reverse
+                last = self.line_no + len(self.lines) - 1
+                raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: {len(self.rows)} rows of "
+                               f"text for {self.nrows} parsed: cannot read its integers past 2**53 exactly")
+        return self.rows[i]

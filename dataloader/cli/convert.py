@@ -29,7 +29,9 @@ say otherwise: ``--dtype float32 --label-dtype int64`` is what a torch model and
 ``CrossEntropyLoss`` take (read the labels as a batch of shape (B,) with
 ``NdfDataset(path, scalar_labels=True)``).  A value the dtype cannot hold as it
 is (a label 0.5 or NaN for int64, 300 for int8, 1e300 for float32) is refused,
-naming its row and column.  A CSV header's column names are kept in the file
+naming its row and column.  CSV values are read as float64, which rounds
+integers past 2**53; for an int64 column they are read exactly from their text
+instead (``9007199254740993`` stays itself; ``cli/_exact_ints.py``).  A CSV header's column names are kept in the file
 (``info`` shows them).
 
 The input is read and written in blocks, so a file larger than memory
@@ -215,6 +217,8 @@ def open_source(args: argparse.Namespace) -> Source:
         skip_rows=args.skip_rows,
         columns=_tokens(args.columns),
         drop_columns=_tokens(args.drop_columns),
+        x_dtype=args.dtype,
+        y_dtype=args.label_dtype,
     )
 
 
