@@ -54,8 +54,8 @@ def _as_float(name: str, value: int | float) -> float:
     """
     try:
         return float(value)
-    except OverflowError:
-        digits = int(abs(value).bit_length() * math.log10(2)) + 1
+    except OverflowError:  # only an int overflows
+        digits = int(abs(int(value)).bit_length() * math.log10(2)) + 1
         raise ValueError(
             f"{name} is an int of about {digits} digits, past a float's range (about 1.8e308): "
             "it must be a number a float holds"
