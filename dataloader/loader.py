@@ -16,7 +16,6 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-
 from dataloader._constants import ASYNC_STOP_RESERVE_S, DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.autotune import resolve_auto
@@ -29,6 +28,7 @@ from dataloader._engine.resume import Resumer
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.seed import base_seed
 from dataloader._engine.stats import EpochStats, LoaderStats
+from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.collate import default_collate, default_convert
 from dataloader.io.asyncds import check_dataset_kind
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -126,6 +126,10 @@ class DataLoader(Generic[T_co]):
     starts new threads for its epochs; an iterator started before the fork raises
     ``RuntimeError`` from ``next()`` in the child.
 
+    Pickling and ``copy.copy``/``copy.deepcopy`` give a new loader of the same (copied)
+    arguments, ``seed`` and epoch counter, with no epoch open and no thread yet; an open
+    epoch's position is not carried: use ``state_dict()`` (``dataloader._reduce``).
+
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
             Assigning ``batch_size``, ``sampler``, ``batch_sampler``, ``drop_last``,
@@ -160,6 +164,7 @@ class DataLoader(Generic[T_co]):
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
     ) -> None:
+        outermost = remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, is_iterable_dataset(dataset))
         opts = LoaderOptions(
             batch_size=batch_size, shuffle=shuffle, num_workers=auto_workers, pin_memory=pin_memory,
@@ -242,6 +247,8 @@ class DataLoader(Generic[T_co]):
         )
         self._stats: EpochStats | None = None  # the last epoch started
         self._initialized = True
+        if outermost:
+            finish_init(self)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # PyTorch's rule: what fixed the batches cannot change after construction.
@@ -366,10 +373,18 @@ class DataLoader(Generic[T_co]):
         """
         with self._mutex():
             sd = self._resume.load(state_dict, self.dataset, workers=self._plan.num_workers)
-            self.seed = sd["seed"]
-            if self._own_sampler is not None:
-                self._own_sampler.generator = self.seed
-            self._epoch = sd["epoch"]
+            self._continue_from(sd["seed"], sd["epoch"])
+
+    def _continue_from(self, seed: int, epoch: int) -> None:
+        """Go on at base seed ``seed``, next epoch ``epoch`` (a loaded state's, or a copy's)."""
+        self.seed = seed
+        if self._own_sampler is not None:
+            self._own_sampler.generator = seed
+        self._epoch = epoch
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle / copy as a new loader of the same arguments (see the class docstring)."""
+        return reduce_loader(self, {})
 
     @property
     def stats(self) -> LoaderStats | None:

@@ -14,6 +14,7 @@ import torch.utils.data as tud
 from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.options import check_sampling_args
 from dataloader._engine.resume import Resumer
+from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
 from dataloader.torch._draws import TorchDraws, TorchSamplerState, draw_seed
@@ -58,6 +59,8 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
     * Workers are threads: they share torch's one global RNG; ``torch.initial_seed()`` is
       the process's.  Seed per-worker generators from
       ``get_worker_info().seed`` or use ``dataloader.item_rng()``.
+    * Pickling and ``copy.deepcopy`` rebuild the loader from its arguments, at the same seed
+      and epoch counter (as :class:`dataloader.DataLoader`); torch's copy its attributes.
 
     Thread-safety: as :class:`dataloader.DataLoader`.
 
@@ -108,6 +111,8 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         )
         if not torch_rng and generator is None and extras.get("seed") is None:
             extras["seed"] = draw_seed(None)  # the Feistel order's seed: torch.manual_seed fixes it
+        # What a pickled copy is built from (with that seed: a copy draws nothing from torch).
+        outermost = remember_init(self, DataLoader, locals())
         args = _torch_sampling(dataset, iterable, torch_rng, bool(shuffle), sampler, batch_sampler, size, drop, generator)
         if collate_fn is None:
             auto_collation = batch_sampler is not None or batch_size is not None
@@ -126,6 +131,8 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         )
         self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
         self._set_torch_attributes(args, size, drop, generator, user_collate, prefetch_factor, multiprocessing_context)
+        if outermost:
+            finish_init(self)
 
     def _set_torch_attributes(
         self, args: _Sampling, size: int | None, drop: bool, generator: Any, collate_fn: Any,
@@ -174,6 +181,11 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         if fn is not None and not callable(fn):
             raise TypeError(f"worker_init_fn must be callable or None, got {type(fn).__name__}")
         self.__dict__["_worker_init"].fn = fn
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle / copy as a new loader of the same arguments, with the ``worker_init_fn`` now
+        set (``dataloader._reduce``)."""
+        return reduce_loader(self, {"worker_init_fn": self.worker_init_fn})
 
     def __iter__(self) -> Any:
         """Start an epoch; with workers, ``torch.utils.data.get_worker_info()`` answers in them.
