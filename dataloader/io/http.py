@@ -231,7 +231,8 @@ class HttpDataset(AsyncDataset[bytes]):
 
     Raises (for that item's batch; every URL shown without credentials, see the module):
         IndexError: the index is out of range.
-        ValueError: a refused or invalid location, or a body over ``max_bytes``.
+        ValueError: a refused or invalid location, a body over ``max_bytes``, or a URL
+            with credentials while ``headers`` has an ``Authorization`` header.
         TimeoutError: the last attempt timed out, or ``timeout_s`` passed.
         FileNotFoundError, PermissionError, ConnectionError, OSError: see the module
             (``PermissionError`` also for a redirect to another origin; ``OSError`` with
