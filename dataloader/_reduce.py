@@ -25,9 +25,10 @@ pickled (an ``HttpDataset``, which holds a lock and sessions; a lambda for pickl
 as pickle and ``deepcopy`` fail on it (``TypeError`` / ``pickle.PicklingError`` /
 ``AttributeError`` naming it).
 
-Mechanism: the outermost ``__init__`` of ours calls :func:`remember_init` first (the inner
-one, through ``super().__init__``, finds the record and skips) and :func:`finish_init` last;
-``__reduce__`` is :func:`reduce_loader`, and :func:`rebuild_loader` makes the copy.
+Mechanism: each ``__init__`` of ours calls :func:`remember_init` first and :func:`finish_init`
+last; the outermost one records (an inner one, reached through ``super().__init__``, finds the
+record and leaves it).  ``__reduce__`` is :func:`reduce_loader`, and :func:`rebuild_loader`
+makes the copy.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _parameters(owner: type) -> list[inspect.Parameter]:
     return params
 
 
-def remember_init(loader: Any, owner: type, arguments: dict[str, Any]) -> bool:
+def remember_init(loader: Any, owner: type, arguments: dict[str, Any]) -> None:
     """Record the arguments of ``owner.__init__`` unless an outer ``__init__`` of ours did.
 
     Args:
@@ -71,12 +72,9 @@ def remember_init(loader: Any, owner: type, arguments: dict[str, Any]) -> bool:
             subclass may take other arguments).
         arguments: ``locals()`` of that ``__init__`` while its parameters still hold what the
             caller passed; a ``**kwargs`` dict is copied.
-
-    Returns:
-        True when this call recorded (then call :func:`finish_init` at the end).
     """
     if _RECORD in loader.__dict__:
-        return False
+        return
     kwargs: dict[str, Any] = {}
     for param in _parameters(owner):
         if param.kind is param.VAR_KEYWORD:
@@ -84,13 +82,14 @@ def remember_init(loader: Any, owner: type, arguments: dict[str, Any]) -> bool:
         elif param.kind is not param.VAR_POSITIONAL:
             kwargs[param.name] = arguments[param.name]
     loader.__dict__[_RECORD] = _InitArgs(owner, kwargs, frozenset(loader.__dict__))
-    return True
 
 
-def finish_init(loader: Any) -> None:
-    """Note the attributes the recording ``__init__`` set (the end of that ``__init__``)."""
+def finish_init(loader: Any, owner: type) -> None:
+    """Note the attributes ``owner.__init__`` set, at its end, if it recorded the arguments
+    (an inner ``__init__``, reached through ``super().__init__``, did not)."""
     record: _InitArgs = loader.__dict__[_RECORD]
-    record.own = frozenset(loader.__dict__) - record.before
+    if record.owner is owner and record.own is None:
+        record.own = frozenset(loader.__dict__) - record.before
 
 
 def reduce_loader(loader: Any, overrides: dict[str, Any]) -> tuple[Any, ...]:

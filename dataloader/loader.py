@@ -126,9 +126,8 @@ class DataLoader(Generic[T_co]):
     starts new threads for its epochs; an iterator started before the fork raises
     ``RuntimeError`` from ``next()`` in the child.
 
-    Pickling and ``copy.copy``/``copy.deepcopy`` give a new loader of the same (copied)
-    arguments, ``seed`` and epoch counter, with no epoch open and no thread yet; an open
-    epoch's position is not carried: use ``state_dict()`` (``dataloader._reduce``).
+    Pickling and ``copy.copy``/``deepcopy`` give a new loader of the same arguments, seed and
+    epoch counter, no epoch open (``dataloader._reduce``; an epoch's position: ``state_dict()``).
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
@@ -164,7 +163,7 @@ class DataLoader(Generic[T_co]):
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
     ) -> None:
-        outermost = remember_init(self, DataLoader, locals())  # what a pickled copy is built from
+        remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, is_iterable_dataset(dataset))
         opts = LoaderOptions(
             batch_size=batch_size, shuffle=shuffle, num_workers=auto_workers, pin_memory=pin_memory,
@@ -247,8 +246,7 @@ class DataLoader(Generic[T_co]):
         )
         self._stats: EpochStats | None = None  # the last epoch started
         self._initialized = True
-        if outermost:
-            finish_init(self)
+        finish_init(self, DataLoader)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # PyTorch's rule: what fixed the batches cannot change after construction.

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from dataloader import DataLoader, RandomSampler
+from dataloader import AsyncDataset, DataLoader, RandomSampler
 from dataloader.ndf import NdfDataset, save_ndf
 
 pytestmark = pytest.mark.timeout(60)
@@ -29,6 +29,16 @@ def epochs(loader, count=2):
 
 def double(batch):
     return [2 * x for x in batch]
+
+
+class Doubles(AsyncDataset):
+    """Item i is 2 * i, from a coroutine; picklable (no lock, no session)."""
+
+    def __len__(self):
+        return N
+
+    async def __getitem__(self, index):
+        return 2 * index
 
 
 class Tagged(DataLoader):
@@ -110,6 +120,17 @@ def test_an_ndf_dataset_loader_is_copied_with_its_file_reopened(tmp_path):
         assert [[p.tolist() for p in b] for b in twin] == [[p.tolist() for p in b] for b in original]
         assert twin.dataset is not ds
         twin.dataset.close()
+
+
+@pytest.mark.parametrize("how", sorted(COPIES))
+def test_a_loader_over_an_async_dataset_is_copied_with_an_event_loop_of_its_own(how):
+    original = DataLoader(Doubles(), batch_size=4, num_workers=1, item_concurrency=2)
+    twin = COPIES[how](original)
+    assert [b.tolist() for b in twin] == [b.tolist() for b in original] == [
+        [2 * i for i in range(s, min(s + 4, N))] for s in range(0, N, 4)]
+    original.close()
+    assert [b.tolist() for b in twin][0] == [0, 2, 4, 6]  # the original's loop stopped, not the copy's
+    twin.close()
 
 
 def test_pickling_a_loader_whose_arguments_do_not_pickle_fails_naming_them():

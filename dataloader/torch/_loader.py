@@ -112,7 +112,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         if not torch_rng and generator is None and extras.get("seed") is None:
             extras["seed"] = draw_seed(None)  # the Feistel order's seed: torch.manual_seed fixes it
         # What a pickled copy is built from (with that seed: a copy draws nothing from torch).
-        outermost = remember_init(self, DataLoader, locals())
+        remember_init(self, DataLoader, locals())
         args = _torch_sampling(dataset, iterable, torch_rng, bool(shuffle), sampler, batch_sampler, size, drop, generator)
         if collate_fn is None:
             auto_collation = batch_sampler is not None or batch_size is not None
@@ -131,8 +131,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         )
         self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
         self._set_torch_attributes(args, size, drop, generator, user_collate, prefetch_factor, multiprocessing_context)
-        if outermost:
-            finish_init(self)
+        finish_init(self, DataLoader)
 
     def _set_torch_attributes(
         self, args: _Sampling, size: int | None, drop: bool, generator: Any, collate_fn: Any,
