@@ -296,6 +296,7 @@ def _interrupt_main_after(delay_s: float) -> threading.Timer:
     return timer
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_during_close_interrupts_its_wait():
     ds = Gate(6, stuck=1)
     loader = DataLoader(ds, batch_size=1, num_workers=2, prefetch_depth=0)
@@ -312,6 +313,7 @@ def test_ctrl_c_during_close_interrupts_its_wait():
     loader.close()
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_ctrl_c_ends_an_iterable_epoch():
     class Slow(IterableDataset):
         def __iter__(self):

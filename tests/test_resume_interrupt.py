@@ -201,6 +201,7 @@ class SlowAt(Items):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("sigint_raises")
 @pytest.mark.parametrize("num_workers", [1, 3])
 def test_ctrl_c_while_next_waits_for_workers_does_not_move_the_position(num_workers):
     full = epoch_list(DataLoader(Items(30), batch_size=2))
