@@ -141,6 +141,19 @@ def test_a_malformed_record_names_its_key():
         loader.load_state_dict({**sd, "loader": [1]})
 
 
+@pytest.mark.parametrize("key", ["dataset_len", "batch_size", "drop_last", "sampler", "batch_sampler", "world_size", "rank"])
+def test_a_record_missing_a_key_is_refused_naming_it(key):
+    # Unchecked, a record without its batch_size resumed a batch_size=16 loader at the rows
+    # of batch_size=8's position.
+    sd = saved(DataLoader(list(range(100)), batch_size=8), 3)
+    loader = DataLoader(list(range(100)), batch_size=16)
+    record = {k: v for k, v in sd["loader"].items() if k != key}
+    with pytest.raises(ValueError, match=f"'loader' state is missing key '{key}'"):
+        loader.load_state_dict({**sd, "loader": record})
+    with pytest.raises(ValueError, match="missing key 'dataset_len'"):
+        loader.load_state_dict({**sd, "loader": {}})
+
+
 def test_a_batch_sampler_given_to_the_loader_records_its_batch_size():
     def loader(size):
         return DataLoader(list(range(20)), batch_sampler=BatchSampler(SequentialSampler(range(20)), size, False))

@@ -20,9 +20,10 @@ cuts the epoch the same way.  A state (``STATE_VERSION`` 2) therefore records, u
   torch's); None for any other sampler.
 
 ``Layout.check`` (``DataLoader.load_state_dict``, before anything is applied) compares the
-saved record with this loader's.  A key missing from the state (a version-1 state, saved
-before these were recorded) is not checked, nor ``dataset_len`` when it is None on either
-side (a length not known).  Otherwise (None being a value: no batching, no distributed
+saved record with this loader's.  A version-1 state (saved before these were recorded) has
+no record and is not checked; a record is written whole, so one missing a key is refused
+(``ValueError`` naming it).  ``dataset_len`` is not compared when it is None on either side
+(a length not known).  Otherwise (None being a value: no batching, no distributed
 sampler):
 
 - ``dataset_len``, ``batch_size``, ``sampler``, ``batch_sampler`` or ``world_size`` differ:
@@ -130,11 +131,11 @@ class Layout:
 
         Raises:
             TypeError: ``saved`` is not a dict, or a value has the wrong type (naming it).
-            ValueError: an unknown key; a recorded value that differs from this loader's
+            ValueError: a missing or unknown key; a recorded value that differs from this loader's
                 (naming both); ``yielded`` past the end of this loader's epoch.
         """
         if saved is not None:
-            record = check_state(saved, "DataLoader 'loader'", (), LAYOUT_KEYS)
+            record = check_state(saved, "DataLoader 'loader'", LAYOUT_KEYS)  # written whole
             mine = self.describe()
             for key, value in record.items():
                 if value is not None and type(value) is not _TYPES[key]:
