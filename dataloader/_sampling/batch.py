@@ -63,6 +63,11 @@ class BatchSampler(Sampler[list[int]]):
         Raises:
             TypeError, ValueError: a malformed state, naming the key.
         """
+        if isinstance(state_dict, dict) and "torch_generators" in state_dict:
+            raise ValueError(
+                "this sampler state was saved by dataloader.torch.DataLoader (torch's samplers and "
+                "draws), not by dataloader.DataLoader: a state loads into a loader of the face that saved it"
+            )
         sd = check_state(state_dict, "BatchSampler", ("sampler", "start"))
         start = check_int(sd["start"], "BatchSampler state 'start'", minimum=0)
         inner_sd = sd["sampler"]

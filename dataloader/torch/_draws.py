@@ -143,6 +143,11 @@ class TorchSamplerState:
         Raises:
             TypeError, ValueError: a malformed state, or one of another loader (naming the key).
         """
+        if isinstance(state_dict, dict) and "torch_generators" not in state_dict and "start" in state_dict:
+            raise ValueError(
+                "this sampler state was saved by dataloader.DataLoader (the NumPy face), not by "
+                "dataloader.torch.DataLoader: a state loads into a loader of the face that saved it"
+            )
         sd = check_state(state_dict, "torch sampler", ("torch_generators", "distributed_epochs", "samplers", "draws"))
         gens, dists, ours = self._parts()
         for key, have in (("torch_generators", gens), ("distributed_epochs", dists), ("samplers", ours)):

@@ -164,3 +164,19 @@ def test_a_torch_sampler_state_records_and_checks_how_the_loader_cuts_its_epoch(
     other = dt.DataLoader(data(), batch_size=8, shuffle=True, generator=gen(3))
     with pytest.raises(ValueError, match="batch_size"):
         other.load_state_dict(state)
+
+
+def test_a_state_of_one_face_loaded_into_the_other_names_the_face_that_saved_it():
+    def state(loader):
+        it = iter(loader)
+        next(it)
+        sd = loader.state_dict()
+        it.close()
+        return sd
+
+    numpy_sd = state(dataloader.DataLoader(list(range(N)), batch_size=4, shuffle=True, seed=1))
+    torch_sd = state(dt.DataLoader(list(range(N)), batch_size=4, shuffle=True, generator=gen(1)))
+    with pytest.raises(ValueError, match=r"saved by dataloader\.DataLoader \(the NumPy face\)"):
+        dt.DataLoader(list(range(N)), batch_size=4, shuffle=True).load_state_dict(numpy_sd)
+    with pytest.raises(ValueError, match=r"saved by dataloader\.torch\.DataLoader"):
+        dataloader.DataLoader(list(range(N)), batch_size=4, shuffle=True).load_state_dict(torch_sd)
