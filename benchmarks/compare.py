@@ -369,6 +369,21 @@ def cpu_model() -> str:
     return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
 
 
+def git_commit() -> str:
+    """The checkout's short commit, "+dirty" when tracked files differ from it; "" outside git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def parallelism_probe() -> float:
     """How many CPUs this run really gets: the speedup of 2 processes over 1 on a pure loop.
 
@@ -502,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_average": [round(x, 2) for x in load],
             "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "parallelism": round(probe, 2),
+            "commit": git_commit(),
             "command": " ".join(["python", "benchmarks/compare.py", *(argv if argv is not None else sys.argv[1:])]),
             "epochs": args.epochs,
             "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
