@@ -457,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     lines += list(machine())
+    commit = git_commit()  # the tree as it was at the start: what the run measures
     probe = parallelism_probe()
     load = os.getloadavg()
     lines.append(
@@ -517,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_average": [round(x, 2) for x in load],
             "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "parallelism": round(probe, 2),
-            "commit": git_commit(),
+            "commit": commit,
             "command": " ".join(["python", "benchmarks/compare.py", *(argv if argv is not None else sys.argv[1:])]),
             "epochs": args.epochs,
             "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
