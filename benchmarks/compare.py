@@ -8,6 +8,10 @@ interpreter (``python setup.py build_ext --inplace -q``)::
     PYTHONPATH=. python benchmarks/compare.py            # torch rows where torch imports
     PYTHONPATH=. python benchmarks/compare.py --no-torch # ours and the plain loops only
     PYTHONPATH=. python benchmarks/compare.py --quick    # ~CI-sized
+    PYTHONPATH=. python benchmarks/compare.py --json out.json  # also the figures as JSON
+
+``--json`` writes what the tables show (the machine, the load, every row) for
+``benchmarks/report.py``, which renders docs/benchmarks.md's tables from it.
 
 Workloads (``--rows`` / ``--items`` shrink them; ``--quick`` = 100,000 rows, 2,000 items):
 
@@ -42,6 +46,7 @@ other load; compare the ratios within a table.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -352,19 +357,31 @@ def machine() -> Iterator[str]:
         f", torch {torch.__version__}" if torch is not None else ", torch absent"
     )
     yield f"- {versions}; {os.cpu_count()} CPUs"
+    yield f"- CPU: {cpu_model()} ({platform.machine()}), {platform.platform()}"
+
+
+def cpu_model() -> str:
+    """``lscpu``'s "Model name", or "" where it is missing."""
     try:
-        model = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        name = next(
-            (
-                line.split(":", 1)[1].strip()
-                for line in model.splitlines()
-                if line.startswith("Model name")
-            ),
-            "",
-        )
-        yield f"- CPU: {name} ({platform.machine()}), {platform.platform()}"
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        pass
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+
+
+def git_commit() -> str:
+    """The checkout's short commit, "+dirty" when tracked files differ from it; "" outside git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    if head.returncode != 0:
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def parallelism_probe() -> float:
@@ -428,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default="W1,W2,W3,W4", help="comma-separated workloads (default W1,W2,W3,W4)"
     )
     p.add_argument("--no-torch", action="store_true", help="skip torch even when it is importable")
+    p.add_argument("--json", metavar="PATH", help="also write the run's figures as JSON (benchmarks/report.py)")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.items = 100_000, 2_000
@@ -439,10 +457,12 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     lines += list(machine())
+    commit = git_commit()  # the tree as it was at the start: what the run measures
     probe = parallelism_probe()
+    load = os.getloadavg()
     lines.append(
         f"- available parallelism at start: 2 processes ran {probe:.2f}x one "
-        f"(2.00x = two idle cores); load average {os.getloadavg()[0]:.2f}"
+        f"(2.00x = two idle cores); load average {load[0]:.2f}"
         + ("; under 1.5x: other load holds a core, so the worker figures show it more than the loader"
            if probe < 1.5 else "")
     )
@@ -474,13 +494,42 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     results: dict[str, list[Row]] = {}
+    titles: dict[str, str] = {}
+    started = time.time()
     for key, title, run in workloads:
         if key in only:
             print(f"{title} ...", file=sys.stderr, flush=True)
-            results[key] = run()
+            results[key], titles[key] = run(), title
             lines += table(title, results[key])
     lines += worker_ratios(results)
     print("\n".join(lines))
+    if args.json:
+        record = {
+            "interpreter": {
+                "implementation": platform.python_implementation(),
+                "version": platform.python_version(),
+                "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+                "gil_enabled": bool(getattr(sys, "_is_gil_enabled", lambda: True)()),
+            },
+            "numpy": np.__version__,
+            "torch": torch.__version__ if use_torch else None,
+            "machine": {"cpu": cpu_model(), "arch": platform.machine(), "cpus": os.cpu_count(),
+                        "platform": platform.platform()},
+            "load_average": [round(x, 2) for x in load],
+            "load_average_end": [round(x, 2) for x in os.getloadavg()],
+            "parallelism": round(probe, 2),
+            "commit": commit,
+            "command": " ".join(["python", "benchmarks/compare.py", *(argv if argv is not None else sys.argv[1:])]),
+            "epochs": args.epochs,
+            "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+            "seconds": round(time.time() - started, 1),
+            "workloads": {
+                key: {"title": titles[key],
+                      "rows": [{"method": r.method, "items_per_s": r.items_per_s, "note": r.note} for r in rows]}
+                for key, rows in results.items()
+            },
+        }
+        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
     return 0
 
 

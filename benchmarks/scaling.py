@@ -1,7 +1,7 @@
 """Scaling with worker threads: 0, 1, 2, 4, ... up to ``--max-workers`` (default 16) and "auto".
 
 For a machine with more cores than the 2-core reference (figures go to
-docs/benchmarks.md, "Scaling"); meant for 3.13t, where threads scale without a GIL::
+docs/benchmarks.md, "Other benchmark scripts"); meant for 3.13t, where threads scale without a GIL::
 
     PYTHONPATH=. python benchmarks/scaling.py                    # W1, W2, W3; up to 16 workers
     PYTHONPATH=. python benchmarks/scaling.py --only W3 --max-workers 8 --quick

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import re
 
 import pytest
@@ -38,10 +41,10 @@ def test_compare_prints_every_workload_table():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_compare_prints_auto_rows_with_their_settled_count_and_the_worker_ratios():
+def test_compare_prints_auto_rows_with_their_settled_count_and_the_worker_ratios(tmp_path):
     done = run_python(
         "benchmarks/compare.py", "--rows", "3000", "--items", "300", "--epochs", "1", "--only", "W1,W3",
-        "--no-torch", timeout=280,
+        "--no-torch", "--json", str(tmp_path / "run.json"), timeout=280,
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -51,6 +54,14 @@ def test_compare_prints_auto_rows_with_their_settled_count_and_the_worker_ratios
     ratios = re.findall(r"^\| (W\d) \| (.+?) \| (.+?) \| ([\d.]+)x \|$", out, re.M)
     assert [r[0] for r in ratios] == ["W1", "W3"]
     assert all(len(r[1].split(" / ")) == 4 and len(r[2].split(" / ")) == 3 for r in ratios)
+    # --json: the same rows, with what benchmarks/report.py stamps (machine, load, commit)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert list(run["workloads"]) == ["W1", "W3"] and run["torch"] is None and run["epochs"] == 1
+    assert run["machine"]["cpus"] == os.cpu_count() and len(run["load_average"]) == 3
+    assert run["interpreter"]["version"] == platform.python_version() and "commit" in run
+    table_rows = re.findall(r"^\| (.+?) \| ([\d,]+) \| [\d.]+x \|", out, re.M)
+    json_rows = [(r["method"], f"{r['items_per_s']:,.0f}") for w in run["workloads"].values() for r in w["rows"]]
+    assert json_rows == table_rows
 
 
 @pytest.mark.slow

@@ -62,7 +62,7 @@ __all__ = ["AUTO_MAX_WORKERS", "AutoTuner", "EpochTune", "auto_max_workers", "re
 AUTO_MAX_WORKERS = 16
 # A measuring period: long enough that scheduling noise is small against it, short enough that
 # the probe (inline, skip, 1, skip, 2) settles within a 60 ms epoch of cheap batches (W1 of
-# docs/benchmarks.md: with 25 ms it took three epochs there, and "auto" reached 0.82x the best
+# docs/performance-notes.md: with 25 ms it took three epochs there, and "auto" reached 0.82x the best
 # fixed count instead of 0.94x).
 AUTO_PERIOD_S = 0.01
 AUTO_MIN_BATCHES = 4
@@ -204,7 +204,7 @@ class EpochTune:
         if delivered == 1:
             # The epoch's first period starts at its first batch, not at its start: the time to
             # a first batch (an empty pipeline, the sampler's first draw) is no worker count's
-            # throughput (W4 of docs/benchmarks.md on 3.11: a second epoch's 2 workers measured
+            # throughput (W4 in docs/performance-notes.md, 3.11: a second epoch's 2 workers measured
             # from the start ran 38 batches/s against inline's 39 and settled inline, 0.66x).
             self._t0, self._n0, self._w0, self._next = now, 1, self._consumer.wait_ns, 1 + AUTO_MIN_BATCHES
             return

@@ -199,7 +199,7 @@ class Fetcher(Builder):
         self._getitems = getattr(dataset, "__getitems__", None)
         # The native batch path: an ArrayDataset (not a subclass) collated by default_collate,
         # no transform, one lane.  Same batches as __getitems__ + default_collate, without the
-        # BatchedItems in between (docs/benchmarks.md, "Per-batch overhead").
+        # BatchedItems in between (docs/performance-notes.md, "In-memory gather and per-batch overhead").
         plain = auto_collation and transform is None and collate_fn is default_collate and item_concurrency == 1
         self._native = type(dataset) is ArrayDataset and plain
         # The native batch jobs (an ArrayDataset's arrays or an NdfDataset's Reader; not a
@@ -304,7 +304,7 @@ class Fetcher(Builder):
 
     def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
         """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
-        per-item cost counts ``batch_size`` times a batch; see docs/benchmarks.md)."""
+        per-item cost counts ``batch_size`` times a batch; see docs/performance-notes.md)."""
         local = _context._local
         saved = local.index
         dataset, transform = self._dataset, self._transform

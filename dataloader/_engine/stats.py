@@ -8,8 +8,8 @@ atomics, no lock, no Python object allocated per batch).  A reader
 ``LoaderStats``; a snapshot taken mid-epoch may miss the batch being recorded.
 
 Per batch, a builder makes three calls into its recorder (four with a separate
-transform) and the consumer two; the measured cost is in docs/benchmarks.md
-("Cost of the statistics", ``benchmarks/bench_stats.py``).
+transform) and the consumer two; the measured cost is in docs/performance-notes.md
+("Statistics", ``benchmarks/bench_stats.py``).
 """
 
 from __future__ import annotations
