@@ -129,10 +129,10 @@ def test_csv_quotes_blank_lines_bom_and_integers(tmp_path):
 @pytest.mark.parametrize(
     ("body", "needles"),
     [
-        ("a,b,c\n1,2,3\n4,x,6\n", ["bad.csv: line 3, column 2 ('b'): 'x' is not a number"]),
+        ("a,b,c\n1,2,3\n4,x,6\n", ["bad.csv: line 3, column 1 ('b'): 'x' is not a number"]),
         ("a,b,c\n1,2,3\n4,6\n", ["bad.csv: line 3: 2 columns, expected 3 (ragged row)"]),
         ("a,b,c\n1,2,3\n4,5,6,7\n", ["line 3: 4 columns, expected 3"]),
-        ("a,b,c\n1,,3\n", ["line 2, column 2 ('b'): an empty value is not a number"]),
+        ("a,b,c\n1,,3\n", ["line 2, column 1 ('b'): an empty value is not a number"]),
         ("", ["bad.csv: is empty"]),
         ("a,b,c\n", ["bad.csv: has no data rows"]),
     ],
@@ -149,7 +149,7 @@ def test_csv_bad_value_late_in_a_large_file_names_its_line(tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
     rc = convert(tmp_path / "bad.csv", tmp_path / "bad.ndf", "--chunk-rows", "100")
     assert_failed_cleanly(
-        rc, capsys, tmp_path, {"bad.csv"}, "line 778, column 2 ('b'): '7e' is not a number"
+        rc, capsys, tmp_path, {"bad.csv"}, "line 778, column 1 ('b'): '7e' is not a number"
     )
 
 
@@ -338,7 +338,7 @@ def test_existing_output_needs_force_and_survives_a_failed_conversion(tmp_path, 
     )
     rc = convert(tmp_path / "bad.csv", out, "--force")
     assert_failed_cleanly(
-        rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "line 3, column 2"
+        rc, capsys, tmp_path, {"good.csv", "bad.csv", "o.ndf"}, "line 3, column 1"
     )
     assert out.read_bytes() == before
     assert convert(tmp_path / "bad.csv", out, "--force", "--label-columns", "a", "-q") == 2

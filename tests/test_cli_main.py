@@ -99,7 +99,7 @@ def test_subprocess_bad_input_exits_2_without_traceback(tmp_path):
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "bad.csv: line 3, column 2 ('b'): 'oops' is not a number" in lines[0]
+    assert "bad.csv: line 3, column 1 ('b'): 'oops' is not a number" in lines[0]
     assert sorted(os.listdir(tmp_path)) == ["bad.csv"]
 
 

@@ -327,7 +327,7 @@ class _Dialect:
                 if not _is_number(value):
                     shown = repr(value) if value.strip() else "an empty value"
                     raise CliError(
-                        f"{where}, column {j + 1} ({names[j]!r}): {shown} is not a number"
+                        f"{where}, column {j} ({names[j]!r}): {shown} is not a number"
                     )
 
 
