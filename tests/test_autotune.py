@@ -231,6 +231,8 @@ def test_auto_options_are_validated():
         DataLoader(Stream(), num_workers="auto")
     with pytest.raises(ValueError, match="'many'"):
         DataLoader(ArrayDataset(np.zeros(3)), num_workers="many")
+    with pytest.raises(TypeError, match=r"int >= 0 or 'auto', got float 2\.0"):
+        DataLoader(ArrayDataset(np.zeros(3)), num_workers=2.0)
     with pytest.raises(ValueError, match="prefetch_depth"):
         DataLoader(ArrayDataset(np.zeros(3)), num_workers=1, prefetch_depth="lots")
     loader = DataLoader(ArrayDataset(np.zeros(3)), num_workers=3, prefetch_depth="auto")

@@ -285,8 +285,11 @@ def resolve_auto(num_workers: Any, prefetch_depth: Any, iterable: bool) -> tuple
 
     Raises:
         ValueError: another string, or ``"auto"`` workers for an ``IterableDataset``.
+        TypeError: a float ``num_workers`` (naming ``'auto'`` beside ints).
     """
     tuner = None
+    if isinstance(num_workers, float):  # LoaderOptions would say "must be an int" without 'auto'
+        raise TypeError(f"num_workers must be an int >= 0 or 'auto', got float {num_workers!r}")
     if isinstance(num_workers, str):
         if num_workers != "auto":
             raise ValueError(f"num_workers must be an int >= 0 or 'auto', got {num_workers!r}")

@@ -148,8 +148,8 @@ class Layout:
                     name = _REFUSED[key]
                     raise ValueError(
                         f"DataLoader state was saved with {name}={value!r}; this loader has "
-                        f"{name}={mine[key]!r}: the saved position ({yielded} batches into its "
-                        f"epoch) would mean other rows here"
+                        f"{name}={mine[key]!r}: the saved position ({yielded} batch{'es' if yielded != 1 else ''} "
+                        f"into its epoch) would mean other rows here"
                     )
         batches = self.batches()
         if batches is not None and yielded > batches:
