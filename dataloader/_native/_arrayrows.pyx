@@ -20,9 +20,10 @@ from libc.errno cimport EIO
 from libc.stdint cimport int64_t
 
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_FAULT, GuardRange, bus_fault_address, first_bad_index, gather_mapped,
-    gather_mapped_guarded, install_bus_guard,
+    GuardRange, bus_fault_address, first_bad_index, gather_mapped, gather_mapped_guarded,
+    install_bus_guard,
 )
+from dataloader._native._status cimport GATHER_BAD_INDEX, GATHER_FAULT
 
 import os
 

@@ -35,9 +35,10 @@ from posix.unistd cimport close
 
 from dataloader._native._arrayrows cimport array_range, ensure_bus_guard, out_fault, own_memory
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, GuardRange, bus_fault_address, copy_guarded,
-    first_bad_index, gather_mapped_guarded, gather_pread, install_bus_guard,
+    GuardRange, bus_fault_address, copy_guarded, first_bad_index, gather_mapped_guarded, gather_pread,
+    install_bus_guard,
 )
+from dataloader._native._status cimport GATHER_BAD_INDEX, GATHER_CLOSED, GATHER_EOF, GATHER_FAULT
 
 import os
 
