@@ -31,6 +31,7 @@ NATIVE = {
     "_stats": ("c++", ["-std=c++17"]),
     "_rowjobs": ("c++", ["-std=c++17"]),
     "_status": ("c", []),
+    "_out": ("c", []),
     "_awaitable": ("c", []),
     "_rowcopy": ("c", []),
     "_arrayrows": ("c", []),

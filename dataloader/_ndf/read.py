@@ -167,9 +167,11 @@ class NdfFile:
         count = idx.shape[0]
         if count and not self.n:  # before allocating: d may be huge when n == 0
             raise IndexError(f"index {idx[0]} is out of range for 0 rows in {self.path!r}")
-        out_x = _out_array(out_x, "out_x", count, self.d, self.x_dtype)
-        out_y = _out_array(out_y, "out_y", count, self.l, self.y_dtype)
-        self._reader.gather(idx, out_x, out_y)
+        if out_x is None:
+            out_x = np.empty((count, self.d), self.x_dtype)
+        if out_y is None:
+            out_y = np.empty((count, self.l), self.y_dtype)
+        self._reader.gather(idx, out_x, out_y)  # checks out_x / out_y (_native/_out.pyx)
         if _BIG_ENDIAN:
             out_x.byteswap(inplace=True)
             out_y.byteswap(inplace=True)
@@ -253,22 +255,6 @@ def _as_indices(indices: Any) -> np.ndarray:
     if not (indices.flags.c_contiguous and indices.flags.aligned and indices.dtype.isnative):
         indices = np.ascontiguousarray(indices, dtype=np.int64)
     return indices
-
-
-def _out_array(out: Any, name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
-    if out is None:
-        return np.empty((rows, cols), dtype)
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(out).__name__}")
-    if out.dtype != dtype or not out.dtype.isnative:
-        raise TypeError(f"{name} must have dtype {dtype}, got dtype={out.dtype}")
-    if out.shape != (rows, cols):
-        raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={out.shape}")
-    if not out.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous")
-    if not out.flags.writeable:
-        raise ValueError(f"{name} must be writeable")
-    return out
 
 
 class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
