@@ -137,7 +137,7 @@ cdef class Window(WindowCore):
             raise ValueError("no batch in flight")
         return self._block(ANY, timeout_s)
 
-    cdef int64_t _block(self, int64_t k, double timeout_s) except? -4:
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -99:
         """Wait for batch ``k`` (or ``ANY``) in slices without the GIL, running signal
         handlers between slices; return the ready batch, TIMED_OUT or CANCELLED."""
         cdef int64_t deadline, now, slice_us, r

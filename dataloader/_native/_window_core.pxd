@@ -49,7 +49,7 @@
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport atomic
 
-from dataloader._native._status cimport CANCELLED, EMPTY, END, GATED, TIMED_OUT
+from dataloader._native._status cimport CANCELLED, EMPTY, END, TIMED_OUT
 
 
 cdef extern from * nogil:
