@@ -30,6 +30,8 @@ NATIVE = {
     "_ring": ("c++", ["-std=c++17"]),
     "_stats": ("c++", ["-std=c++17"]),
     "_rowjobs": ("c++", ["-std=c++17"]),
+    "_status": ("c", []),
+    "_out": ("c", []),
     "_awaitable": ("c", []),
     "_rowcopy": ("c", []),
     "_arrayrows": ("c", []),

@@ -150,21 +150,21 @@ def test_out_buffers_are_filled_and_returned():
 
 @pytest.mark.parametrize("column", ["native", "numpy"])
 @pytest.mark.parametrize(
-    "out, message",
-    [
-        (np.empty((3, 3)), r"out\[0\]: out has shape \(3, 3\)"),
-        (np.empty((3, 4), np.float32), r"out\[0\]: out has .*dtype float32"),
-        (np.empty((4, 3)).T, r"out\[0\]: out must be C-contiguous"),
-        ("readonly", r"out\[0\]: out must be .*writeable"),
-        ([[0.0] * 4] * 3, r"out\[0\]: out must be a NumPy array, got list"),
+    "out, exc, message",
+    [  # NumPy's rule for out=: TypeError for what it is and its dtype, ValueError for shape and layout
+        (np.empty((3, 3)), ValueError, r"out\[0\]: out must have shape \(3, 4\), got shape=\(3, 3\)"),
+        (np.empty((3, 4), np.float32), TypeError, r"out\[0\]: out must have dtype float64, got dtype=float32"),
+        (np.empty((4, 3)).T, ValueError, r"out\[0\]: out must be C-contiguous"),
+        ("readonly", ValueError, r"out\[0\]: out must be .*writeable"),
+        ([[0.0] * 4] * 3, TypeError, r"out\[0\]: out must be a numpy.ndarray, got list"),
     ],
 )
-def test_bad_out_is_named(out, message, column):
+def test_bad_out_is_named(out, exc, message, column):
     ds = ArrayDataset(np.zeros((N, 4)) if column == "native" else np.zeros((N, 8))[:, ::2])
     if isinstance(out, str):
         out = np.empty((3, 4))
         out.flags.writeable = False
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(exc, match=message):
         ds.__getitems__([0, 1, 2], out=(out,))
 
 

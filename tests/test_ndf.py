@@ -340,7 +340,7 @@ def test_read_rows_bad_out_arrays(small, access):
 def test_read_rows_bad_indices(small, access):
     with open_ndf(small[0], access=access) as f:
         for bad in ([0, 50], [-1], [3, 2**63 - 1], [2**70], np.array([7, 2**63], dtype=np.uint64)):
-            with pytest.raises(IndexError, match=f"index {bad[-1]} is out of range"):
+            with pytest.raises(IndexError, match=f"index {bad[-1]} is out of (int64's )?range"):
                 f.read_rows(bad)
         with pytest.raises(TypeError, match="integers"):
             f.read_rows([0.0, 1.0])

@@ -12,6 +12,7 @@ from dataloader import ArrayDataset, DataLoader
 from dataloader._engine import plan
 from dataloader._native._rowjobs import RowJobs
 from dataloader._native._ring import Window
+from dataloader._native._status import Status
 from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan, seeded_permutation
 from dataloader._sampling.spans import index_spans, rebatch_spans
@@ -100,7 +101,7 @@ def test_row_jobs_of_a_span_compute_its_rows_and_refuse_a_larger_permutation():
     window.finish()
     assert jobs.work(window, rec) == 1  # slot 1 holds no job
     window.complete(1)
-    assert jobs.work(window, rec) == -1
+    assert jobs.work(window, rec) == Status.END
     assert out.tobytes() == x[perm.take(np.arange(40, 48))].tobytes()
 
 

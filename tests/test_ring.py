@@ -7,7 +7,10 @@ import time
 
 import pytest
 
-from dataloader._native._ring import CANCELLED, END, TIMED_OUT, Window
+from dataloader._native._ring import Window
+from dataloader._native._status import Status
+
+CANCELLED, END, TIMED_OUT = Status.CANCELLED, Status.END, Status.TIMED_OUT
 
 
 def test_size_must_be_positive_and_bounded():
@@ -236,3 +239,14 @@ def test_a_tagged_publish_wakes_its_sleeping_owner_and_cancel_wakes_every_owner(
     assert not any(t.is_alive() for t in threads)
     assert got == {0: [], 1: [], 2: [0]}
     assert w.publish(0) == CANCELLED
+
+
+def test_try_claim_names_why_it_claimed_nothing():
+    w = Window(2)
+    assert w.try_claim() == Status.EMPTY  # nothing published
+    w.publish()
+    assert w.try_claim() == 0
+    assert w.try_claim() == Status.EMPTY  # every published batch is claimed
+    w.publish()
+    w.cancel()
+    assert w.try_claim() == Status.CANCELLED

@@ -12,6 +12,7 @@ from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._indices import as_index_array
 from dataloader._native._arrayrows import can_take, take_columns, take_rows
+from dataloader._native._out import check_out_array
 
 __all__ = ["ArrayDataset"]
 
@@ -85,9 +86,10 @@ class ArrayDataset(Dataset[tuple]):
                 and a row lies past its new end (EIO, naming the file; NumPy's indexing
                 would end the process with SIGBUS).  Rows past the end but on the file's
                 last page read as zeros (the kernel zero-fills it).
-            TypeError: ``indices`` are not integers or not 1-D; ``out`` is not a tuple or list.
-            ValueError: ``out`` has the wrong number of entries, or entry ``k`` the wrong shape,
-                dtype or layout, or overlaps its array (named).
+            TypeError: ``indices`` are not integers; ``out`` is not a tuple or list, or entry
+                ``k`` is not an ndarray of its array's dtype (named).
+            ValueError: ``indices`` are not 1-D; ``out`` has the wrong number of entries, or
+                entry ``k`` the wrong shape or layout, or overlaps its array (named).
         """
         idx = as_index_array(indices)
         if out is None:
@@ -104,8 +106,8 @@ class ArrayDataset(Dataset[tuple]):
         for k, (a, o) in enumerate(zip(self.arrays, out, strict=True)):
             try:
                 columns.append(_take(a, idx, o))
-            except ValueError as exc:
-                raise ValueError(f"out[{k}]: {exc}") from None
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"out[{k}]: {exc}") from None
         return BatchedItems(tuple(columns))
 
     def __len__(self) -> int:
@@ -119,12 +121,6 @@ def _take(array: Any, idx: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     rows = np.asarray(array[idx])
     if out is None:
         return rows
-    if not isinstance(out, np.ndarray):
-        raise ValueError(f"out must be a NumPy array, got {type(out).__name__}")
-    if out.shape != rows.shape or out.dtype != rows.dtype:
-        raise ValueError(f"out has shape {out.shape} and dtype {out.dtype}; "
-                         f"expected {rows.shape} and {rows.dtype}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("out must be C-contiguous and writeable")
+    out = check_out_array(out, "out", rows.shape, rows.dtype)
     out[...] = rows
     return out

@@ -57,7 +57,8 @@ from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._engine.work import Shared, work
-from dataloader._native._ring import CANCELLED, TIMED_OUT, Window
+from dataloader._native._ring import Window
+from dataloader._native._status import Status
 from dataloader._native._stats import Recorder
 
 __all__ = ["Epoch", "finalizer_not_at_exit"]
@@ -196,7 +197,7 @@ class Epoch(EpochIterator):
             self._owner[slot] = owner
             if self._jobs is not None:
                 shared.prepared[slot] = source.prepare(self._jobs, slot, task)
-            if window.publish(owner) == CANCELLED:  # by a close() meanwhile
+            if window.publish(owner) == Status.CANCELLED:  # by a close() meanwhile
                 return
             published += 1
 
@@ -302,12 +303,12 @@ class Epoch(EpochIterator):
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""
-        if status == TIMED_OUT and not self._closed:
+        if status == Status.TIMED_OUT and not self._closed:
             source = self._source
             owner = self._owner[k % self._shared.size] if self._in_order else None
             what = source.describe(k, owner) if source is not None else f"batch {k}"
             raise timeout_error(self._timeout_s, f"{what} was not ready")
-        raise StopIteration  # CANCELLED, or closed meanwhile
+        raise StopIteration  # Status.CANCELLED, or closed meanwhile
 
     def _end_of_epoch(self, k: int) -> None:
         pending, self._pending_error = self._pending_error, None

@@ -16,7 +16,8 @@ from dataloader import _context
 from dataloader._engine.autotune import EpochTune
 from dataloader._engine.iterator import WorkSource
 from dataloader._native._ring import Window
-from dataloader._native._rowjobs import GATED, RowJobs
+from dataloader._native._rowjobs import RowJobs
+from dataloader._native._status import Status
 
 __all__ = ["Result", "Shared", "work"]
 
@@ -83,10 +84,10 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
             if jobs is None or rec is None:
                 k = claim(worker_id)
             else:
-                # Builds native batches without the GIL; returns another batch, or GATED when
+                # Builds native batches without the GIL; returns another batch, or Status.GATED when
                 # "auto" withdrew this worker (window.limit, set with the gate's count).
                 k = jobs.work(window, rec, worker_id if tune is not None else -1)
-                if k == GATED:
+                if k == Status.GATED:
                     continue
             if k < 0:
                 break

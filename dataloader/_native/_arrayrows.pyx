@@ -19,10 +19,12 @@ from cpython.object cimport PyObject
 from libc.errno cimport EIO
 from libc.stdint cimport int64_t
 
+from dataloader._native._out cimport check_out
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_FAULT, GuardRange, bus_fault_address, first_bad_index, gather_mapped,
-    gather_mapped_guarded, install_bus_guard,
+    GuardRange, bus_fault_address, first_bad_index, gather_mapped, gather_mapped_guarded,
+    install_bus_guard,
 )
+from dataloader._native._status cimport GATHER_BAD_INDEX, GATHER_FAULT
 
 import os
 
@@ -211,10 +213,10 @@ def take_rows(cnp.ndarray source not None, cnp.ndarray indices not None, object 
             over an ``mmap.mmap``, a ctypes buffer or any other exporter of mapped
             memory) truncated while mapped, and a row lies past its new end (EIO,
             naming the file where known; rows before it are copied).
-        ValueError: ``out`` has the wrong shape or dtype, is not C-contiguous or
-            writeable, or overlaps ``source`` (named); ``source`` is not
-            C-contiguous or holds objects.
-        TypeError: ``indices`` is not a 1-D int64 array.
+        TypeError: ``indices`` is not a 1-D int64 array; ``out`` is not an ndarray of
+            ``source.dtype`` (``_out.check_out``).
+        ValueError: ``out`` has the wrong shape, is not C-contiguous or writeable, or
+            overlaps ``source`` (named); ``source`` is not C-contiguous or holds objects.
     """
     return _take_rows(source, _index_array(indices), out)
 
@@ -313,16 +315,7 @@ cdef int checked_gather(const char* data, int64_t n, Py_ssize_t row_bytes, const
 
 
 cdef int _check_out(cnp.ndarray source, object out, tuple shape) except -1:
-    if not cnp.PyArray_Check(out):
-        raise ValueError(f"out must be a NumPy array, got {type(out).__name__}")
-    if (<object>out).shape != shape:
-        raise ValueError(f"out has shape {(<object>out).shape}; expected {shape}")
-    if (<object>out).dtype != source.dtype:
-        raise ValueError(f"out has dtype {(<object>out).dtype}; expected {source.dtype}")
-    if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out):
-        raise ValueError("out must be C-contiguous")
-    if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>out):
-        raise ValueError("out must be writeable")
+    check_out(out, "out", shape, source.descr)
     if np.may_share_memory(out, source):
         raise ValueError("out overlaps the array it gathers from")
     return 0

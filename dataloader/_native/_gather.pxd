@@ -8,8 +8,7 @@ from libc.stdint cimport int64_t
 from dataloader._native._rowcopy cimport GuardRange
 
 
-cdef enum:
-    GATHER_CLOSED = 4       # the Reader was closed (besides _rowcopy's statuses)
+from dataloader._native._status cimport GATHER_CLOSED
 
 
 cdef class Reader:

@@ -33,11 +33,13 @@ from posix.mman cimport (
 )
 from posix.unistd cimport close
 
+from dataloader._native._out cimport check_out
 from dataloader._native._arrayrows cimport array_range, ensure_bus_guard, out_fault, own_memory
 from dataloader._native._rowcopy cimport (
-    GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, GuardRange, bus_fault_address, copy_guarded,
-    first_bad_index, gather_mapped_guarded, gather_pread, install_bus_guard,
+    GuardRange, bus_fault_address, copy_guarded, first_bad_index, gather_mapped_guarded, gather_pread,
+    install_bus_guard,
 )
+from dataloader._native._status cimport GATHER_BAD_INDEX, GATHER_CLOSED, GATHER_EOF, GATHER_FAULT
 
 import os
 
@@ -49,21 +51,6 @@ ADVICE = ("normal", "random", "sequential")
 cdef int[3] _MADVICE = [MADV_NORMAL, MADV_RANDOM, MADV_SEQUENTIAL]
 cdef int[3] _FADVICE = [POSIX_FADV_NORMAL, POSIX_FADV_RANDOM, POSIX_FADV_SEQUENTIAL]
 
-
-
-cdef inline int _check_out(cnp.ndarray out, str name, Py_ssize_t rows, Py_ssize_t cols,
-                           cnp.dtype dtype, bint flat=False) except -1:
-    """Writeable C-contiguous ``dtype``, (rows, cols); ``flat``: rows * cols elements."""
-    if not cnp.PyArray_EquivTypes(out.descr, dtype):
-        raise TypeError(f"{name} must have dtype {dtype}, got dtype={out.dtype}")
-    if flat and cnp.PyArray_SIZE(out) != rows * cols:
-        raise ValueError(f"{name} must be a writeable C-contiguous array of {rows * cols} elements")
-    if not flat and (cnp.PyArray_NDIM(out) != 2 or out.shape[0] != rows or out.shape[1] != cols):
-        raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={(<object>out).shape}")
-    if not cnp.PyArray_IS_C_CONTIGUOUS(out) or not cnp.PyArray_ISWRITEABLE(out):
-        what = f"array of {rows * cols} elements" if flat else "array"
-        raise ValueError(f"{name} must be a writeable C-contiguous {what}")
-    return 0
 
 
 cdef object _plain_dtype(object value, str name):
@@ -211,14 +198,14 @@ cdef class Reader:
             )
         return OSError(-status, os.strerror(-status), self.name)
 
-    def gather(self, cnp.ndarray indices not None, cnp.ndarray out_x not None,
-               cnp.ndarray out_y not None):
+    def gather(self, cnp.ndarray indices not None, object out_x, object out_y):
         """Copy rows ``indices`` into ``out_x`` (B, d) and ``out_y`` (B, l).
 
         indices: 1-D C-contiguous aligned native int64; out_x / out_y:
         C-contiguous writeable, of dtypes x_dtype / y_dtype.  Raises IndexError naming the
-        first index outside [0, n), ValueError on a closed reader or bad
-        shapes, TypeError on bad dtypes, OSError on read failures.
+        first index outside [0, n), ValueError on a closed reader or bad shapes or layout,
+        TypeError on out arrays that are not ndarrays of those dtypes (``_out.check_out``),
+        OSError on read failures.
         """
         if (cnp.PyArray_TYPE(indices) != cnp.NPY_INT64 or cnp.PyArray_NDIM(indices) != 1
                 or not cnp.PyArray_IS_C_CONTIGUOUS(indices)
@@ -226,17 +213,17 @@ cdef class Reader:
                 or not cnp.PyArray_ISNOTSWAPPED(indices)):
             raise TypeError("indices must be a 1-D C-contiguous native int64 array")
         cdef Py_ssize_t count = indices.shape[0]
-        _check_out(out_x, "out_x", count, self.d, self.x_dtype)
-        _check_out(out_y, "out_y", count, self.l, self.y_dtype)
-        self._gather(<const int64_t*>cnp.PyArray_DATA(indices), count, out_x, out_y)
+        check_out(out_x, "out_x", (count, self.d), self.x_dtype)
+        check_out(out_y, "out_y", (count, self.l), self.y_dtype)
+        self._gather(<const int64_t*>cnp.PyArray_DATA(indices), count, <cnp.ndarray>out_x,
+                     <cnp.ndarray>out_y)
 
-    def gather_one(self, int64_t index, cnp.ndarray out_x not None,
-                   cnp.ndarray out_y not None):
+    def gather_one(self, int64_t index, object out_x, object out_y):
         """Copy row ``index`` into ``out_x`` and ``out_y`` (any C-contiguous
         writeable arrays of d and l elements, of dtypes x_dtype and y_dtype)."""
-        _check_out(out_x, "out_x", 1, self.d, self.x_dtype, flat=True)
-        _check_out(out_y, "out_y", 1, self.l, self.y_dtype, flat=True)
-        self._gather(&index, 1, out_x, out_y)
+        check_out(out_x, "out_x", (), self.x_dtype, self.d)
+        check_out(out_y, "out_y", (), self.y_dtype, self.l)
+        self._gather(&index, 1, <cnp.ndarray>out_x, <cnp.ndarray>out_y)
 
     cdef int gather_status(self, const int64_t* idx, Py_ssize_t count, char* px, char* py,
                            Py_ssize_t* bad) noexcept nogil:

@@ -8,4 +8,5 @@ from dataloader._native._window_core cimport WindowCore
 
 
 cdef class Window(WindowCore):
-    cdef int64_t _block(self, int64_t k, double timeout_s) except? -4
+    # -99: no Status has that value, so a status returned never costs an error check.
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -99

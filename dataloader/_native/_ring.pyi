@@ -1,10 +1,8 @@
-"""Type stubs for the claim window + reorder ring (private)."""
+"""Type stubs for the claim window + reorder ring (private).
 
-from typing import Final
-
-END: Final[int]
-TIMED_OUT: Final[int]
-CANCELLED: Final[int]
+Claims and waits return a batch number (``>= 0``) or a negative ``Status``
+(``_status.pyi``); they raise only for a misuse of the window (arguments, kind, state).
+"""
 
 class Window:
     def __init__(self, size: int, owners: int = 0, cpus: int = 0) -> None:
@@ -38,7 +36,7 @@ class Window:
 
         Returns:
             The batch number ``k`` just published (its slot is ``k % size``), or
-            ``CANCELLED`` when the epoch was cancelled (by ``cancel()`` from any thread).
+            ``Status.CANCELLED`` when the epoch was cancelled (by ``cancel()`` from any thread).
 
         Raises:
             RuntimeError: the window is full (``published == base + size``) or the
@@ -58,14 +56,14 @@ class Window:
             timeout_s: seconds to wait at most; ``0`` waits without limit.
 
         Returns:
-            ``k`` when ready, ``TIMED_OUT`` when ``timeout_s`` passed, ``CANCELLED``
+            ``k`` when ready, ``Status.TIMED_OUT`` when ``timeout_s`` passed, ``Status.CANCELLED``
             when the epoch was cancelled.
         """
     def wait_any(self, timeout_s: float = 0.0) -> int:
         """Block until some batch in the window has its result (completion order).
 
         Returns:
-            The smallest ready batch number, ``TIMED_OUT`` or ``CANCELLED``.
+            The smallest ready batch number, ``Status.TIMED_OUT`` or ``Status.CANCELLED``.
 
         Raises:
             ValueError: no batch is published and not taken.
@@ -84,15 +82,15 @@ class Window:
         used); in a tagged one, only the batches published for ``worker_id``.
 
         Returns:
-            The batch number, or ``END`` when the epoch is finished and every batch
+            The batch number, or ``Status.END`` when the epoch is finished and every batch
             (of this worker) is claimed, or cancelled.
         """
     def try_claim(self) -> int:
         """Claim the next published batch without waiting (an untagged window only).
 
         Returns:
-            The batch number, or -1 when no published batch is unclaimed or the epoch
-            was cancelled.
+            The batch number, ``Status.EMPTY`` when no published batch is unclaimed, or
+            ``Status.CANCELLED`` when the epoch was cancelled.
 
         Raises:
             ValueError: the window is tagged (``owners > 0``).

@@ -2,19 +2,18 @@
 # distutils: language = c++
 """Claim window and reorder ring: the synchronisation of one epoch.
 
-The protocol (counters, owner-tagged claims, reorder ring, sleeping, statuses) is
-described in ``_window_core.pxd``, beside the declarations, and in docs/design.md.
+The protocol (counters, owner-tagged claims, reorder ring, sleeping) is described in
+``_window_core.pxd``, beside the declarations, and in docs/design.md.  Claims and waits
+return a batch number (>= 0) or a ``_status.Status`` (negative); they never raise for
+one: the engine does (``_status.pxd``: the raising rule).
 """
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport memory_order_acquire, memory_order_relaxed, memory_order_release
 
+from dataloader._native._status cimport CANCELLED, EMPTY, TIMED_OUT
 from dataloader._native._window_core cimport *
-
-END = S_END
-TIMED_OUT = S_TIMED_OUT
-CANCELLED = S_CANCELLED
 
 
 cdef class Window(WindowCore):
@@ -79,7 +78,7 @@ cdef class Window(WindowCore):
         cdef int64_t p = self._published.load()
         cdef int state = self._state.load()
         if state == STATE_CANCELLED:
-            return S_CANCELLED
+            return CANCELLED
         if state != OPEN:
             raise RuntimeError("cannot publish into a finished window")
         if p >= self._base.load() + self._size:
@@ -138,16 +137,16 @@ cdef class Window(WindowCore):
             raise ValueError("no batch in flight")
         return self._block(ANY, timeout_s)
 
-    cdef int64_t _block(self, int64_t k, double timeout_s) except? -4:
+    cdef int64_t _block(self, int64_t k, double timeout_s) except? -99:
         """Wait for batch ``k`` (or ``ANY``) in slices without the GIL, running signal
-        handlers between slices; return the ready batch, S_TIMED_OUT or S_CANCELLED."""
+        handlers between slices; return the ready batch, TIMED_OUT or CANCELLED."""
         cdef int64_t deadline, now, slice_us, r
         r = self._ready(k)
         if r >= 0:
             return r
         with nogil:
             r = self._spin_ready(k)
-        if r != -1:
+        if r != EMPTY:
             return r
         deadline = dl_now_us() + <int64_t>(timeout_s * 1e6) if timeout_s > 0 else -1
         while True:
@@ -155,11 +154,11 @@ cdef class Window(WindowCore):
             if deadline >= 0:
                 now = dl_now_us()
                 if now >= deadline:
-                    return S_TIMED_OUT
+                    return TIMED_OUT
                 slice_us = min(slice_us, deadline - now)
             with nogil:
                 r = self._wait_ready(k, slice_us)
-            if r != S_TIMED_OUT:
+            if r != TIMED_OUT:
                 return r
             PyErr_CheckSignals()
 
@@ -193,7 +192,7 @@ cdef class Window(WindowCore):
         if self._owners != 0:
             raise ValueError("try_claim() is for an untagged window")
         if self._state.load() == STATE_CANCELLED:
-            return -1
+            return CANCELLED
         return self._try_claim()
 
     def complete(self, int64_t k):

@@ -10,11 +10,9 @@
 from libc.stdint cimport int64_t
 
 
-# Statuses besides 0 (success) and -errno (a failed read).
-cdef enum:
-    GATHER_EOF = 1          # the file ended before a requested row
-    GATHER_BAD_INDEX = 2    # indices[*bad] is outside [0, n)
-    GATHER_FAULT = 3        # SIGBUS in a mapping: the file is shorter than mapped
+# Statuses (_status.pxd): OK (0), -errno (a failed read), GATHER_EOF, GATHER_BAD_INDEX,
+# GATHER_FAULT.
+from dataloader._native._status cimport GATHER_BAD_INDEX, GATHER_EOF, GATHER_FAULT, OK
 
 
 # Position of the first index outside [0, n), or -1 when all are in range.

@@ -9,8 +9,6 @@ from dataloader._native._permute import Permutation
 from dataloader._native._ring import Window
 from dataloader._native._stats import Recorder
 
-GATED: int
-
 def can_run(sources: Reader | Sequence[np.ndarray]) -> bool: ...
 
 class RowJobs:
@@ -27,5 +25,15 @@ class RowJobs:
     def error(self, slot: int) -> Exception | None: ...
     def take(self, slot: int) -> Exception | None: ...
     def run(self, window: Window, k: int, rec: Recorder) -> bool: ...
-    def work(self, window: Window, rec: Recorder, worker_id: int = -1) -> int: ...
+    def work(self, window: Window, rec: Recorder, worker_id: int = -1) -> int:
+        """A worker's loop without the GIL: claim, build and complete native batches.
+
+        Returns:
+            A claimed batch that is not native (the caller builds it), ``Status.END`` (the
+            window is finished and every batch claimed, or cancelled) or ``Status.GATED``
+            (``worker_id >= window.limit``).
+
+        Raises:
+            ValueError: the window is tagged or its size is not this ``RowJobs``' size.
+        """
     def help(self, window: Window, k: int, rec: Recorder) -> int: ...

@@ -44,8 +44,9 @@ from dataloader._native._arrayrows cimport (
     array_summary, ensure_bus_guard, gather_fault, own_memory, plain_array,
 )
 from dataloader._native._rowcopy cimport (
-    GATHER_FAULT, GuardRange, bus_fault_address, first_bad_index, gather_mapped, gather_mapped_guarded,
+    GuardRange, bus_fault_address, first_bad_index, gather_mapped, gather_mapped_guarded,
 )
+from dataloader._native._status cimport GATED, GATHER_FAULT
 from dataloader._native._stats cimport Recorder, dl_stats_now_ns
 from dataloader._native._window_core cimport ANY, ANY_OWNER, STATE_CANCELLED, WindowCore, dl_yield
 
@@ -53,10 +54,6 @@ import numpy as np
 
 cnp.import_array()
 
-cdef enum:
-    S_GATED = -4  # RowJobs.work: the worker is not admitted (a batch number is never negative)
-
-GATED = S_GATED
 
 
 cdef struct Column:
@@ -370,15 +367,16 @@ cdef class RowJobs:
         (``num_workers="auto"`` withdrew this worker).
 
         Returns:
-            A claimed batch that is not native (the caller builds and completes it), -1: the
-            window is finished and every batch is claimed, or it was cancelled; or ``GATED``.
+            A claimed batch that is not native (the caller builds and completes it),
+            ``Status.END``: the window is finished and every batch is claimed, or it was
+            cancelled; or ``Status.GATED``.
         """
         cdef int64_t k
         self._check(window)
         with nogil:
             while True:
                 if worker_id >= window._limit.load():
-                    k = S_GATED
+                    k = GATED
                     break
                 k = window._claim_blocking(ANY_OWNER)
                 if k < 0 or not self._native[k % self._size]:

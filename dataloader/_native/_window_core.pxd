@@ -41,12 +41,15 @@
 # The Python objects (tasks and results) live in lists owned by the caller, indexed
 # by slot; the release/acquire order of these counters publishes them.
 #
-# Statuses cross the boundary as the module constants below (``TIMED_OUT``,
-# ``CANCELLED``, ``END``: all negative, so a batch number ``>= 0`` is never one);
-# the engine translates them in one place (``dataloader._engine.epoch``).
+# Statuses cross the boundary as ``_status.Status`` values (``END``, ``TIMED_OUT``,
+# ``CANCELLED``, ``EMPTY``: all negative, so a batch number ``>= 0`` is never one); the
+# nogil internals return ``EMPTY`` where nothing is ready or claimable yet.  The engine
+# translates them in one place (``dataloader._engine.epoch``; see ``_status.pxd``).
 
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport atomic
+
+from dataloader._native._status cimport CANCELLED, EMPTY, END, TIMED_OUT
 
 
 cdef extern from * nogil:
@@ -125,13 +128,6 @@ cdef enum:
     OPEN = 0
     FINISHED = 1
     STATE_CANCELLED = 2
-
-# Statuses returned instead of a batch number (batch numbers are >= 0); exported by the
-# .pyx as END, TIMED_OUT and CANCELLED.
-cdef enum Status:
-    S_END = -1          # claim: the epoch is finished and every batch is claimed, or cancelled
-    S_TIMED_OUT = -2    # wait / wait_any: timeout_s passed
-    S_CANCELLED = -3    # wait / wait_any / publish: the epoch was cancelled
 
 cdef enum:
     # The ring's slot count is bounded so that allocating it can never overflow (the loader

@@ -10,6 +10,8 @@ statuses) is described in ``_window_core.pxd``, beside the declarations.  ``Wind
 from libc.stdint cimport int64_t
 from libcpp.atomic cimport memory_order_acquire, memory_order_relaxed, memory_order_release
 
+from dataloader._native._status cimport CANCELLED, EMPTY, END, TIMED_OUT
+
 
 cdef class WindowCore:
     """State and nogil internals of ``_ring.Window`` (see there; not used alone)."""
@@ -66,7 +68,7 @@ cdef class WindowCore:
         while c < self._published.load(memory_order_acquire):
             if self._claimed.compare_exchange_weak(c, c + 1):
                 return c
-        return -1
+        return EMPTY
 
     cdef int64_t _try_claim_owned(self, int w) noexcept nogil:
         # Only worker w moves its cursor: the next batch it has not looked at yet.  Batches
@@ -81,25 +83,25 @@ cdef class WindowCore:
                 return c
             c += 1
         self._cursors[w].store(c, memory_order_relaxed)
-        return -1
+        return EMPTY
 
     cdef int64_t _claim_now(self, int w) noexcept nogil:
-        # The next claimable batch for w (ANY_OWNER: untagged), or -1: no waiting.
+        # The next claimable batch for w (ANY_OWNER: untagged), or EMPTY: no waiting.
         return self._try_claim() if w == ANY_OWNER else self._try_claim_owned(w)
 
     cdef int64_t _claim_blocking(self, int w) noexcept nogil:
         # A batch claimed for w (ANY_OWNER in an untagged window), after spinning and then
-        # sleeping on w's condition; S_END once the window is cancelled or finished.
+        # sleeping on w's condition; END once the window is cancelled or finished.
         cdef int64_t k
         cdef int state
         cdef dl_cond* ready = &self._work_ready if w == ANY_OWNER else &self._owner_ready[w]
         if self._state.load() == STATE_CANCELLED:
-            return S_END
+            return END
         k = self._claim_now(w)
         if k >= 0:
             return k
         k = self._spin_claim(w)
-        if k != -1:
+        if k != EMPTY:
             return k
         self._mutex.lock()
         if w == ANY_OWNER:
@@ -110,7 +112,7 @@ cdef class WindowCore:
         while True:
             state = self._state.load()
             if state == STATE_CANCELLED:
-                k = S_END
+                k = END
                 break
             k = self._claim_now(w)
             if k >= 0:
@@ -125,7 +127,7 @@ cdef class WindowCore:
         else:
             self._owner_waiting[w].store(0)
         self._mutex.unlock()
-        return S_END if k < 0 else k
+        return END if k < 0 else k
 
     cdef void _complete(self, int64_t k) noexcept nogil:
         self._completed.fetch_add(1, memory_order_relaxed)
@@ -137,19 +139,19 @@ cdef class WindowCore:
             self._mutex.unlock()
 
     cdef int64_t _ready(self, int64_t k) noexcept nogil:
-        # Batch k if its result is in, else -1; with k == ANY, the smallest ready batch.
+        # Batch k if its result is in, else EMPTY; with k == ANY, the smallest ready batch.
         cdef int64_t j, end
         if k != ANY:
-            return k if self._slots[k % self._size].load(memory_order_acquire) == k else -1
+            return k if self._slots[k % self._size].load(memory_order_acquire) == k else EMPTY
         end = self._published.load(memory_order_acquire)
         for j in range(self._base.load(), end):
             if self._slots[j % self._size].load(memory_order_acquire) == j:
                 return j
-        return -1
+        return EMPTY
 
     cdef int64_t _spin_ready(self, int64_t k) noexcept nogil:
         # The consumer's spin before it sleeps (SPIN_* in _ring.pxd): batch k (or ANY) once
-        # ready, S_CANCELLED, or -1 when the budget ran out (the caller then sleeps).  Sleeping
+        # ready, CANCELLED, or EMPTY when the budget ran out (the caller then sleeps).  Sleeping
         # workers with claimable batches are woken first: nothing else would wake them now.
         cdef int64_t budget = self._consumer_spin_us.load(memory_order_relaxed)
         cdef int64_t start, r
@@ -158,7 +160,7 @@ cdef class WindowCore:
             self._wake_workers_if_claimable()
             self._mutex.unlock()
         if self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed) + 1 > self._cpus:
-            return -1  # the builders need every core: sleep at once
+            return EMPTY  # the builders need every core: sleep at once
         start = dl_now_us()
         while True:
             dl_yield()
@@ -168,13 +170,13 @@ cdef class WindowCore:
                                              memory_order_relaxed)
                 return r
             if self._state.load() == STATE_CANCELLED:
-                return S_CANCELLED
+                return CANCELLED
             if dl_now_us() - start >= budget:
                 self._consumer_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
-                return -1
+                return EMPTY
 
     cdef int64_t _spin_claim(self, int w) noexcept nogil:
-        # A worker's spin before it sleeps: a claimed batch, S_END (cancelled), or -1 when
+        # A worker's spin before it sleeps: a claimed batch, END (cancelled), or EMPTY when
         # the budget ran out or the window finished (the caller then takes the sleeping path,
         # which handles both).  ``w`` is ANY_OWNER in an untagged window.
         cdef int64_t budget = self._worker_spin_us.load(memory_order_relaxed)
@@ -184,7 +186,7 @@ cdef class WindowCore:
         cdef int64_t wanting = (self._claimed.load(memory_order_relaxed) - self._completed.load(memory_order_relaxed)
                                 + (0 if self._consumer_waiting.load(memory_order_relaxed) else 1) + 1)
         if wanting > self._cpus:
-            return -1  # the builders and the consumer need every core: sleep at once
+            return EMPTY  # the builders and the consumer need every core: sleep at once
         start = dl_now_us()
         while True:
             dl_yield()
@@ -195,13 +197,13 @@ cdef class WindowCore:
                 return k
             state = self._state.load()
             if state == STATE_CANCELLED:
-                return S_END
+                return END
             if state == FINISHED or dl_now_us() - start >= budget:
                 self._worker_spin_us.store(max(<int64_t>SPIN_MIN_US, budget // 2), memory_order_relaxed)
-                return -1
+                return EMPTY
 
     cdef int64_t _wait_ready(self, int64_t k, int64_t slice_us) noexcept nogil:
-        # One slice of the consumer's sleep: the ready batch, S_TIMED_OUT or S_CANCELLED.
+        # One slice of the consumer's sleep: the ready batch, TIMED_OUT or CANCELLED.
         cdef int64_t r
         cdef int64_t start = dl_now_us()
         cdef int64_t left
@@ -214,11 +216,11 @@ cdef class WindowCore:
             if r >= 0:
                 break
             if self._state.load() == STATE_CANCELLED:
-                r = S_CANCELLED
+                r = CANCELLED
                 break
             left = slice_us - (dl_now_us() - start)
             if left <= 0:
-                r = S_TIMED_OUT
+                r = TIMED_OUT
                 break
             dl_cond_wait_us(self._result_ready, self._mutex, left)
         self._consumer_waiting.store(0)

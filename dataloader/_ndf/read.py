@@ -16,6 +16,7 @@ import numpy as np
 
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
+from dataloader._indices import as_index_array
 from dataloader._native._gather import ADVICE, Reader
 from dataloader._ndf.format import MMAP_AUTO_MAX_BYTES, read_layout
 
@@ -163,13 +164,15 @@ class NdfFile:
             OSError: the read failed; or ``out_x``/``out_y`` maps a file truncated
                 while mapped and a row lands past its new end (EIO, naming that file).
         """
-        idx = _as_indices(indices)
+        idx = as_index_array(indices)
         count = idx.shape[0]
         if count and not self.n:  # before allocating: d may be huge when n == 0
             raise IndexError(f"index {idx[0]} is out of range for 0 rows in {self.path!r}")
-        out_x = _out_array(out_x, "out_x", count, self.d, self.x_dtype)
-        out_y = _out_array(out_y, "out_y", count, self.l, self.y_dtype)
-        self._reader.gather(idx, out_x, out_y)
+        if out_x is None:
+            out_x = np.empty((count, self.d), self.x_dtype)
+        if out_y is None:
+            out_y = np.empty((count, self.l), self.y_dtype)
+        self._reader.gather(idx, out_x, out_y)  # checks out_x / out_y (_native/_out.pyx)
         if _BIG_ENDIAN:
             out_x.byteswap(inplace=True)
             out_y.byteswap(inplace=True)
@@ -223,52 +226,6 @@ def open_ndf(path: str | os.PathLike[str], *, access: str = "auto",
              advice: str = "normal") -> NdfFile:
     """Open and validate an `.ndf` file; see NdfFile for arguments and errors."""
     return NdfFile(path, access=access, advice=advice)
-
-
-def _as_indices(indices: Any) -> np.ndarray:
-    """Indices as a 1-D C-contiguous native int64 array (no copy if already)."""
-    if not isinstance(indices, np.ndarray):
-        if not isinstance(indices, (list, tuple, range)):
-            indices = list(indices)  # other iterables, e.g. generators
-        if len(indices) == 0:
-            return np.empty(0, dtype=np.int64)
-        indices = np.asarray(indices)
-    if indices.dtype != np.int64:
-        kind = indices.dtype.kind
-        if kind == "O" and all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in indices.flat
-        ):
-            # Python ints (possibly beyond 64 bits): name the first one int64 cannot hold.
-            bad = next((i for i in indices.flat if not -(2**63) <= i < 2**63), None)
-            if bad is not None:
-                raise IndexError(f"index {bad} is out of range")
-            kind = "i"
-        if kind not in "iu":
-            raise TypeError(f"indices must be integers, got dtype={indices.dtype}")
-        if kind == "u" and indices.size and indices.max() >= 2**63:
-            raise IndexError(f"index {int(indices.max())} is out of range")
-        indices = indices.astype(np.int64)
-    if indices.ndim != 1:
-        raise ValueError(f"indices must be 1-D, got shape={indices.shape}")
-    if not (indices.flags.c_contiguous and indices.flags.aligned and indices.dtype.isnative):
-        indices = np.ascontiguousarray(indices, dtype=np.int64)
-    return indices
-
-
-def _out_array(out: Any, name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
-    if out is None:
-        return np.empty((rows, cols), dtype)
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"{name} must be a numpy.ndarray, got {type(out).__name__}")
-    if out.dtype != dtype or not out.dtype.isnative:
-        raise TypeError(f"{name} must have dtype {dtype}, got dtype={out.dtype}")
-    if out.shape != (rows, cols):
-        raise ValueError(f"{name} must have shape {(rows, cols)}, got shape={out.shape}")
-    if not out.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous")
-    if not out.flags.writeable:
-        raise ValueError(f"{name} must be writeable")
-    return out
 
 
 class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
