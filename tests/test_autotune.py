@@ -198,12 +198,15 @@ def test_auto_grows_past_one_worker_for_items_that_wait(monkeypatch):
             return 400
 
         def __getitem__(self, i):
-            time.sleep(0.001)
+            time.sleep(0.004)  # long enough that the sleep, not a loaded runner's noise, decides
             return i
 
     loader = DataLoader(Sleepy(), batch_size=2, num_workers="auto")
-    assert sum(len(b) for b in loader) == 400
     tuner = loader._plan.tuner
+    for _ in range(3):  # a probe a burst of load spoiled is tried again in the next epoch
+        assert sum(len(b) for b in loader) == 400
+        if tuner.active >= 2:
+            break
     assert loader.num_workers == "auto" and tuner.cap == 3
     assert tuner.active >= 2
     loader.close()
