@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 from dataloader._constants import ASYNC_STOP_RESERVE_S, DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.autotune import resolve_auto
-from dataloader._engine.epoch import Epoch
+from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import LoaderOptions, check_sampling_args
 from dataloader._engine.plan import EpochPlan, index_sources
@@ -177,12 +177,11 @@ class DataLoader(Generic[T_co]):
         self.dataset = dataset
         self._iterable = is_iterable_dataset(dataset)
         self._async_loop: Any = None
-        async_hold: Any = None
         if check_dataset_kind(dataset):  # an AsyncDataset: coroutines on a loop of its own
-            from dataloader._engine.async_loop import AsyncLoop, LoopHold  # lazy: asyncio only for async datasets
+            from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
 
             self._async_loop = AsyncLoop(dataset)
-            async_hold = LoopHold(self._async_loop)  # the plan and each epoch hold it (async_loop)
+            finalizer_not_at_exit(self, self._async_loop.stop_soon)  # each epoch keeps the loader
         if not self._iterable and not hasattr(dataset, "__getitem__"):
             raise TypeError(
                 f"dataset must be map-style (define __getitem__) or an IterableDataset, "
@@ -230,7 +229,7 @@ class DataLoader(Generic[T_co]):
             transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
             item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(opts.num_workers), tuner=tuner,
             **index_sources(dataset, self._iterable, self._auto_collation, sampler, batch_sampler),
-            async_loop=async_hold,
+            async_loop=self._async_loop,
         )
         # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a
         # forked child (a thread of the parent may have held it at the fork).

@@ -50,7 +50,7 @@ from typing import Any
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._datasets.fetch import check_item_count
-from dataloader._engine.async_loop import LoopHold, LoopRun
+from dataloader._engine.async_loop import LoopRun
 from dataloader._engine.build import Builder
 from dataloader._engine.errors import ItemCancelledError
 from dataloader._engine.items import MapItems
@@ -219,19 +219,16 @@ class AsyncFetcher(Builder):
         item_concurrency: item coroutines in flight per batch (>= 1); with 1 and an
             ``async def __getitems__``, one coroutine fetches the whole batch.
         loop: the run of the loader's event loop this epoch uses.
-        hold: the loader's ``LoopHold``: the loop runs while this epoch lives, even when
-            the loader itself was dropped (``for batch in DataLoader(dataset)``).
 
     Thread-safety: ``build`` from any number of threads at once; ``cancel`` and
     ``watch`` from any thread.
     """
 
-    __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_hold", "_window", "_closed")
+    __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_window", "_closed")
 
     def __init__(
         self, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any],
         transform: Callable[[Any], Any] | None, item_concurrency: int, epoch_key: tuple[int, int], loop: LoopRun,
-        hold: LoopHold,
     ) -> None:
         super().__init__(collate_fn, transform, epoch_key)
         self._dataset = dataset
@@ -239,7 +236,6 @@ class AsyncFetcher(Builder):
         self._k = item_concurrency
         self._getitems = item_concurrency == 1 and hasattr(type(dataset), "__getitems__")
         self._loop = loop
-        self._hold = hold  # keeps the loop running while this epoch lives (async_loop.LoopHold)
         self._window: Window | None = None
         self._closed = False
 

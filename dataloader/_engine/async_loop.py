@@ -1,10 +1,7 @@
 """The loader's asyncio event loop thread, for an ``AsyncDataset`` (seed 000, 6.3).
 
 One per loader, started by its first epoch, named ``dataloader-asyncio`` and
-daemonic.  The loader and each of its epochs hold it through one ``LoopHold``: the
-loop stops (``stop_soon``) when the last of them is garbage-collected, so an epoch
-of a loader nobody keeps (``for batch in DataLoader(dataset)``) runs to its end.
-Each start is a ``LoopRun``; an epoch keeps the run it started with,
+daemonic.  Each start is a ``LoopRun``; an epoch keeps the run it started with,
 so it never hands work to a later one.  ``DataLoader.close()`` detaches the run
 (a later epoch starts a new one) together with its list of open epochs, so every
 epoch that used a run is closed before the run stops.
@@ -45,10 +42,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.epoch import finalizer_not_at_exit
 from dataloader._engine.pool import mark_loop_thread
 
-__all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopHold", "LoopRun"]
+__all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopRun"]
 
 ASYNC_THREAD_NAME = "dataloader-asyncio"
 _MARGIN_S = 0.1  # the loop thread ends this long before close()'s deadline, which then sees it gone
@@ -362,24 +358,3 @@ def _quiet_destroyed(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
     if context.get("message") != "Task was destroyed but it is pending!":
         loop.default_exception_handler(context)
 
-
-class LoopHold:
-    """What keeps a loader's ``AsyncLoop`` running: the loader's plan and every epoch's
-    fetcher hold it, and when the last of them is garbage-collected the loop stops
-    without waiting (``AsyncLoop.stop_soon``).
-
-    Args:
-        loop: the loader's ``AsyncLoop`` (never refers back to this hold).
-
-    Thread-safety: ``start`` from any thread (``AsyncLoop.start``).
-    """
-
-    __slots__ = ("__weakref__", "loop")
-
-    def __init__(self, loop: AsyncLoop) -> None:
-        self.loop = loop
-        finalizer_not_at_exit(self, loop.stop_soon)  # at exit the daemonic thread ends with the process
-
-    def start(self) -> LoopRun:
-        """``AsyncLoop.start()``: the running run (started now unless one runs)."""
-        return self.loop.start()

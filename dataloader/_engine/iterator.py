@@ -136,6 +136,9 @@ class SequentialEpoch(EpochIterator):
         stats: the epoch's statistics (``build`` records into its recorder 0).
         on_close: called (once) by ``close()``, from any thread, to wake a ``build`` that
             waits (an ``AsyncDataset``'s, on the event loop), or None.
+        keep_alive: kept referenced until the epoch ends or ``close()`` (the loader, as
+            ``Epoch`` keeps it: ``for batch in DataLoader(dataset)`` keeps only the iterator,
+            and a collected loader stops its ``AsyncDataset``'s event loop).
 
     ``close()`` from another thread while ``next()`` builds a batch: that ``next()``
     drops the batch and raises ``StopIteration``, as ``Epoch``'s does.
@@ -150,11 +153,13 @@ class SequentialEpoch(EpochIterator):
         progress: Progress | None = None,
         stats: EpochStats | None = None,
         on_close: Callable[[], None] | None = None,
+        keep_alive: Any = None,
     ) -> None:
         super().__init__(length, start_error, progress, stats)
         self._consumer = self.stats.consumer
         self._items = items
         self._on_close = on_close
+        self._keep_alive = keep_alive
         self._inside = threading.Lock()
 
     def __next__(self) -> Any:
@@ -204,7 +209,7 @@ class SequentialEpoch(EpochIterator):
             inside.release()
 
     def close(self) -> None:
-        self._items = None
+        self._items = self._keep_alive = None
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()

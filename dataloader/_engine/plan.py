@@ -98,9 +98,8 @@ class EpochPlan:
         indices: starts one epoch's (batch) sampler; None for an ``IterableDataset``.
         tuner: picks the active workers for ``num_workers="auto"`` (``num_workers`` is
             then the pool's size), else None.
-        async_loop: the loader's hold on its event loop (``async_loop.LoopHold``) for an
+        async_loop: the loader's event loop (``async_loop.AsyncLoop``) for an
             ``AsyncDataset``, whose batches ``async_build.AsyncFetcher`` builds; else None.
-            Each epoch's fetcher holds it too: the loop outlives a dropped loader's epochs.
     """
 
     dataset: Any
@@ -132,7 +131,7 @@ class EpochPlan:
             # The epoch keeps the run of the loop it starts with (async_loop.LoopRun).
             fetch = AsyncFetcher(
                 self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
-                epoch_key, self.async_loop.start(), self.async_loop,
+                epoch_key, self.async_loop.start(),
             )
             return fetch, AsyncItems
         lanes = pool.lanes if pool is not None else None
@@ -228,7 +227,7 @@ class EpochPlan:
             # An AsyncDataset's builder waits on the event loop: close() wakes it (async_build).
             on_close = fetch.cancel if self.async_loop is not None and not self.iterable else None
             return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats,
-                                   on_close=on_close)
+                                   on_close=on_close, keep_alive=keep_alive)
         assert pool is not None and (skip == 0 or not self.iterable)
         return Epoch(
             source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
