@@ -21,7 +21,7 @@ Not carried: open epochs and their position (save ``state_dict()`` and load it i
 copy), a ``load_state_dict()`` whose epoch has not started yet, ``stats``, the worker threads
 (the copy starts its own at its first epoch) and the count ``num_workers="auto"`` settled on
 (the copy tunes again).  A dataset, sampler, ``collate_fn`` or other argument that cannot be
-pickled (an ``HttpDataset``, which holds a lock and sessions; a lambda for pickle) fails
+pickled (an ``HttpDataset``, which holds a lock and sessions, refuses naming itself; a lambda for pickle) fails
 as pickle and ``deepcopy`` fail on it (``TypeError`` / ``pickle.PicklingError`` /
 ``AttributeError`` naming it).
 

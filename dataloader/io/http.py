@@ -266,6 +266,23 @@ class HttpDataset(AsyncDataset[bytes]):
         # (their connections are the parent's) nor closed (nor warned about by the collector).
         self._sessions: dict[Any, Any] = {}
 
+    def __copy__(self) -> HttpDataset:
+        """A shallow copy (it shares the lock and sessions, as the default one did)."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refused (``pickle``, ``copy.deepcopy``): naming the dataset, not its lock.
+
+        Raises:
+            TypeError: always; the message shows the dataset as ``repr`` does (no credentials).
+        """
+        raise TypeError(
+            f"cannot pickle or deep-copy {self!r}: an HttpDataset holds a lock and its connection "
+            "sessions; build a new one (a loader over it neither pickles nor deep-copies)"
+        )
+
     def __len__(self) -> int:
         return len(self.locations)
 
