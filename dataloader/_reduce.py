@@ -111,7 +111,10 @@ def reduce_loader(loader: Any, overrides: dict[str, Any]) -> tuple[Any, ...]:
 
 def rebuild_loader(cls: type[Any], owner: type[Any], kwargs: dict[str, Any], seed: int, epoch: int) -> Any:
     """A new ``cls`` built by ``owner.__init__(**kwargs)``, at ``seed`` and epoch ``epoch``."""
+    from dataloader._engine.seed import pinned_seed  # lazy: _engine imports much
+
     loader = cast(Any, cls).__new__(cls)
-    owner.__dict__["__init__"](loader, **kwargs)  # owner's own, not a subclass's
+    with pinned_seed(seed):  # draws nothing from a generator copy.copy shares with the original
+        owner.__dict__["__init__"](loader, **kwargs)  # owner's own, not a subclass's
     loader._continue_from(seed, epoch)
     return loader

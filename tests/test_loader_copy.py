@@ -153,3 +153,15 @@ def test_pickling_or_deep_copying_a_loader_over_an_http_dataset_fails_naming_it_
     assert twin.dataset is dataset and len(copy.copy(dataset)) == 1
     loader.close()
     twin.close()
+
+
+def test_copy_copy_draws_nothing_from_the_generator_it_shares_with_the_original():
+    # The rebuild's __init__ drew a base seed from the shared generator (then replaced it with
+    # the original's): copying the loader moved the user's stream.
+    generator = np.random.default_rng(1)
+    original = DataLoader(np.arange(N), batch_size=3, shuffle=True, generator=generator)
+    state = generator.bit_generator.state
+    twin = copy.copy(original)
+    assert generator.bit_generator.state == state
+    assert twin.generator is generator and twin.seed == original.seed
+    assert epochs(twin, 1) == epochs(original, 1)
