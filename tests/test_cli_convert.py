@@ -133,6 +133,9 @@ def test_csv_quotes_blank_lines_bom_and_integers(tmp_path):
         ("a,b,c\n1,2,3\n4,6\n", ["bad.csv: line 3: 2 columns, expected 3 (ragged row)"]),
         ("a,b,c\n1,2,3\n4,5,6,7\n", ["line 3: 4 columns, expected 3"]),
         ("a,b,c\n1,,3\n", ["line 2, column 1 ('b'): an empty value is not a number"]),
+        ("a,b,c\n1,2,3\n4,1_0,6\n", ["bad.csv: line 3, column 1 ('b'): '1_0' is not a number"]),  # float() takes it
+        ("a,b,c\n1,2,3\n4,5,\u0661\u0662\n", ["bad.csv: line 3, column 2 ('c'): '\u0661\u0662' is not a number"]),
+        ("a,b,c\n\uff11,2,3\n", ["bad.csv: line 2, column 0 ('a'): '\uff11' is not a number"]),
         ("", ["bad.csv: is empty"]),
         ("a,b,c\n", ["bad.csv: has no data rows"]),
     ],

@@ -62,6 +62,11 @@ def _fields(line: str, delimiter: str | None, where: str) -> list[str]:
 
 
 def _is_number(field: str) -> bool:
+    """Whether ``numpy.loadtxt`` parses ``field`` as a float: ``float()`` less what it alone
+    takes, ``_`` between digits and non-ASCII digits (``'1_0'``, ``'١٢'``, ``'１'``).  Otherwise
+    a block failing on such a value named no line (numpy's message: 1-based column)."""
+    if "_" in field or not field.isascii() and any(ch.isdecimal() and not ch.isascii() for ch in field):
+        return False
     try:
         float(field)
     except ValueError:
