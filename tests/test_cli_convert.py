@@ -388,6 +388,24 @@ def test_csv_field_over_csv_module_limit(
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("blank", ["   ", "\t", "\u00a0", "\x0c", " \r"])
+@pytest.mark.parametrize("chunk_rows", ["2", "65536"])
+def test_csv_lines_of_only_white_space_are_blank_lines(tmp_path, capsys, blank, chunk_rows):
+    # loadtxt skips empty lines only: a block with "   " failed with numpy's "the number of
+    # columns changed from 2 to 1 at row 2; use `usecols` ...", naming no line.
+    big = 2**53 + 1
+    src = tmp_path / "t.csv"
+    src.write_bytes(f"a,b\n1,{big}\n{blank}\n{big},2\n{blank}\n4,x\n".encode())
+    rc = convert(src, tmp_path / "t.ndf", "--label-columns", "a", "--dtype", "int64", "--label-dtype", "int64",
+                 "--chunk-rows", chunk_rows, "-q")
+    assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, "line 6, column 1 ('b'): 'x' is not a number")
+    src.write_bytes(f"a,b\n1,{big}\n{blank}\n{big},2\n{blank}\n".encode())
+    assert convert(src, tmp_path / "t.ndf", "--label-columns", "a", "--dtype", "int64", "--label-dtype", "int64",
+                   "--chunk-rows", chunk_rows, "-q") == 0
+    x, y = read_back(tmp_path / "t.ndf")
+    assert x[:, 0].tolist() == [big, 2] and y[:, 0].tolist() == [1, big]
+
+
 def test_csv_trailing_blank_block_is_silent(tmp_path: Path) -> None:
     # A block of only blank lines must not make np.loadtxt warn "input contained no data".
     src = tmp_path / "t.csv"

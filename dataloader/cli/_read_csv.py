@@ -283,6 +283,11 @@ class _Dialect:
                 usecols=self.usecols,
             )
         except ValueError as exc:
+            # loadtxt skips empty lines only; one of white space ("  ", "\t", NBSP) is blank
+            # here too (row_fields, locate_error): parse again with those emptied.
+            blanked = [line if line.strip() else "" for line in lines]
+            if blanked != lines:
+                return self.parse_block(blanked, line_no)
             self.locate_error(lines, line_no)
             raise CliError(f"{span}: {exc}") from None
         if rows.shape[0] and rows.shape[1] != width:
