@@ -113,6 +113,19 @@ def test_redact_hides_a_password_holding_a_raw_slash_or_at_sign(location, shown)
     assert "pa/ss" not in redact(location) and "ss@" not in redact(location)
 
 
+@pytest.mark.parametrize(("location", "shown"), [
+    ("https://h/x?token=ab#cd&x=1", "https://h/x?token=***&x=1"),  # a raw '#' in a secret value: showed '#cd'
+    ("https://h/x?sig=a?b&x=1", "https://h/x?sig=***&x=1"),
+    ("https://h/#/cb?access_token=t&x=1", "https://h/#/cb?access_token=***&x=1"),  # a '?' in the fragment
+    ("https://h/#a#access_token=t", "https://h/#a#access_token=***"),  # a second '#': showed the token
+    ("https://h/x?a=1#b=2&code=c", "https://h/x?a=1#b=2&code=***"),
+    ("https://h/x?a=1;token=t;b=2", "https://h/x?a=1;token=***;b=2"),
+    ("https://h/x?", "https://h/x?"),
+])
+def test_a_secret_parameter_is_masked_wherever_a_question_mark_or_hash_puts_it(location, shown):
+    assert redact(location) == shown
+
+
 def test_redact_text_takes_linear_time_on_a_long_run_of_letters_before_a_scheme_separator():
     # An unbounded scheme pattern tried every start in the run up to its end: 11 s here.
     for text in ("a" * 200_000 + "://", "a" * 200_000 + " ://x", "x" + "a" * 200_000 + "://u:S3CRET@h/p"):
