@@ -1,18 +1,19 @@
 """Locations as errors, ``repr`` and logs show them: without credentials.
 
 A URL (a location with ``scheme://``) is shown with its userinfo replaced by ``***``
-(``https://***@host/...``: the user name too, which is often a token) and the value of
-every query or fragment parameter whose name looks secret replaced by ``***``
+(``https://***@host/...``: the user name too, which is often a token) and the value of every
+query or fragment parameter whose name looks secret replaced by ``***``
 (``?X-Amz-Signature=***``).  A name looks secret when, lower-cased and without ``-`` and
 ``_``, it contains ``token``, ``signature``, ``secret``, ``password``, ``passwd``,
 ``credential``, ``apikey``, ``accesskey``, ``privatekey``, ``jwt``, ``assertion``,
 ``sessionid``, ``sessid``, ``authorization``, ``passphrase`` or ``hmac``, or is ``sig``,
-``key``, ``auth``, ``pwd``, ``pw``, ``pass``, ``session`` or ``code``: AWS presigned URLs (``X-Amz-Signature``, ``X-Amz-Credential``,
-``X-Amz-Security-Token``), GCS signed URLs (``X-Goog-Signature``), Azure SAS tokens
-(``sig``), OAuth's ``access_token``, ``code`` (an authorization code), ``client_assertion``
-and ``jwt``, API keys (``key``, ``api_key``, ``private_key``) and session ids (``session``,
-``sessionid``, ``JSESSIONID``, ``PHPSESSID``).  A secret value runs to the next ``&`` or
-``;``: a raw ``#`` or ``?`` in it is hidden with it (``?token=ab#cd&x=1``: ``?token=***&x=1``).
+``key``, ``auth``, ``pwd``, ``pw``, ``pass``, ``session`` or ``code``: AWS presigned URLs
+(``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``), GCS signed URLs
+(``X-Goog-Signature``), Azure SAS tokens (``sig``), OAuth's ``access_token``, ``code`` (an
+authorization code), ``client_assertion`` and ``jwt``, API keys (``key``, ``api_key``,
+``private_key``) and session ids (``session``, ``sessionid``, ``JSESSIONID``,
+``PHPSESSID``).  A secret value runs to the next ``&`` or ``;``: a raw ``#`` or ``?`` in it
+is hidden with it (``?token=ab#cd&x=1``: ``?token=***&x=1``).
 Paths and object keys (no ``://``) are shown as they are.
 
 Where the userinfo ends.  RFC 3986's authority runs from ``://`` to the first ``/``, ``?``
