@@ -54,11 +54,44 @@ def _fields(line: str, delimiter: str | None, where: str) -> list[str]:
         CliError: the csv module cannot split it (e.g. a field over its 128 KiB limit).
     """
     if delimiter is None:
-        return line.split()
+        return _split_whitespace(line) if '"' in line else line.split()
     try:
         return next(csv.reader([line], delimiter=delimiter), [])
     except csv.Error as exc:
         raise CliError(f"{where}: {exc}") from None
+
+
+def _split_whitespace(line: str) -> list[str]:
+    """``line`` split on runs of white space as ``numpy.loadtxt(delimiter=None, quotechar='"')``
+    splits it: a field that starts with ``"`` is quoted up to the next lone ``"`` (``""`` is a
+    ``"``; white space inside belongs to it; unterminated: to the end of the line), and what
+    follows the closing quote up to white space is appended (``"5"x``: ``5x``).  ``line.split()``
+    split ``" 5 " 9007199254740993`` into four fields, and the exact int64 reading took ``5`` as
+    the second column's value."""
+    fields: list[str] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i].isspace():
+            i += 1
+        if i >= n:
+            return fields
+        chars: list[str] = []
+        if line[i] == '"':
+            i += 1
+            while i < n:
+                if line[i] == '"':
+                    if i + 1 < n and line[i + 1] == '"':
+                        chars.append('"')
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                chars.append(line[i])
+                i += 1
+        while i < n and not line[i].isspace():
+            chars.append(line[i])
+            i += 1
+        fields.append("".join(chars))
 
 
 def _is_number(field: str) -> bool:
@@ -351,8 +384,14 @@ class _LazyFields:
     def __call__(self, i: int) -> list[str]:
         if self.rows is None:
             self.rows = self.dialect.row_fields(self.lines, self.line_no)
+            last = self.line_no + len(self.lines) - 1
             if len(self.rows) != self.nrows:  # loadtxt skipped what row_fields kept, or the reverse
-                last = self.line_no + len(self.lines) - 1
                 raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: {len(self.rows)} rows of "
                                f"text for {self.nrows} parsed: cannot read its integers past 2**53 exactly")
+            ncols = len(self.dialect.names)
+            for k, fields in enumerate(self.rows):  # split otherwise than loadtxt: a column's text is another's
+                if len(fields) != ncols:
+                    raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: data row {k} of the block "
+                                   f"splits into {len(fields)} fields, not {ncols}: cannot read its integers "
+                                   "past 2**53 exactly")
         return self.rows[i]
