@@ -279,6 +279,13 @@ def test_a_total_time_out_and_a_failed_batch_through_the_loader_show_no_credenti
     ("ftp://alice:hunter2@h/x?token=TOKSECRET", "not an http"),
     ("http://alice:hunter2@[::1/x?token=TOKSECRET", "not a valid URL"),
     ("http://alice:hunter2@h/a/../x?token=TOKSECRET", "component"),
+    # no scheme:// (a mistyped URL): shown as a path, password included
+    ("alice:hunter2@h/x?token=TOKSECRET", "location '\\*\\*\\*@h/x\\?token=\\*\\*\\*' is not an http"),
+    ("//alice:hunter2@h/x", "not an http"),
+    ("https:/alice:hunter2@h/x", "not an http"),
+    ("https//alice:hunter2@h/x", "not an http"),
+    ("https:\\\\alice:hunter2@h/x", "not an http"),
+    ("alice:hunter2@h/a/../x", "component"),
 ])
 def test_refused_locations_are_named_without_credentials(location, match):
     with pytest.raises(ValueError, match=match) as info:

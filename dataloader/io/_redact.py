@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_plus
 
-__all__ = ["SECRET_NAME_PARTS", "SECRET_NAMES", "redact", "redact_text"]
+__all__ = ["SECRET_NAME_PARTS", "SECRET_NAMES", "redact", "redact_text", "redact_url"]
 
 SECRET_NAME_PARTS = (
     "token", "signature", "secret", "password", "passwd", "credential", "apikey", "accesskey",
@@ -111,6 +111,23 @@ def redact(location: str) -> str:
     if params < len(tail):
         tail = tail[:params] + _params(tail[params:])
     return f"{scheme}://{authority}{tail}"
+
+
+def redact_url(location: str) -> str:
+    """``location``, meant as a URL (an ``HttpDataset``'s), as it may be shown when refused: as
+    ``redact`` shows it, and when it has no ``scheme://`` (``user:pw@host/x``, ``//u:pw@h/x``,
+    ``https:/u:pw@h/x``, ``https//u:pw@h``) everything up to its last ``@`` before the first
+    ``?`` or ``#`` hidden too (``***@h/x``), with its secret parameters: ``redact`` shows a
+    location without ``://`` as it is (a path), which showed a mistyped URL's password.
+
+    Thread-safety: a pure function.
+    """
+    if "://" in location:
+        return redact(location)
+    at = location.rfind("@", 0, _first(location, "?#"))
+    shown = MASK + location[at:] if at >= 0 else location
+    params = _first(shown, "?#")
+    return shown[:params] + _params(shown[params:]) if params < len(shown) else shown
 
 
 def redact_text(text: str) -> str:

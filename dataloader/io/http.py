@@ -53,7 +53,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
-from dataloader.io._redact import redact, redact_text
+from dataloader.io._redact import redact, redact_text, redact_url
 from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry
@@ -198,9 +198,9 @@ def _check_url(location: str) -> str:
     else:
         why = ""
     if why:  # raised here, not in the handler: nothing chained (see the module)
-        raise ValueError(f"location {redact(location)!r} is not a valid URL ({why})")
+        raise ValueError(f"location {redact_url(location)!r} is not a valid URL ({why})")
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"location {redact(location)!r} is not an http:// or https:// URL with a host")
+        raise ValueError(f"location {redact_url(location)!r} is not an http:// or https:// URL with a host")
     return location
 
 
