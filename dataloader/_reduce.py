@@ -21,7 +21,7 @@ Not carried: open epochs and their position (save ``state_dict()`` and load it i
 copy), a ``load_state_dict()`` whose epoch has not started yet, ``stats``, the worker threads
 (the copy starts its own at its first epoch) and the count ``num_workers="auto"`` settled on
 (the copy tunes again).  A dataset, sampler, ``collate_fn`` or other argument that cannot be
-pickled (an ``HttpDataset``, which holds a lock and sessions; a lambda for pickle) fails
+pickled (an ``HttpDataset``, which holds a lock and sessions, refuses naming itself; a lambda for pickle) fails
 as pickle and ``deepcopy`` fail on it (``TypeError`` / ``pickle.PicklingError`` /
 ``AttributeError`` naming it).
 
@@ -111,7 +111,10 @@ def reduce_loader(loader: Any, overrides: dict[str, Any]) -> tuple[Any, ...]:
 
 def rebuild_loader(cls: type[Any], owner: type[Any], kwargs: dict[str, Any], seed: int, epoch: int) -> Any:
     """A new ``cls`` built by ``owner.__init__(**kwargs)``, at ``seed`` and epoch ``epoch``."""
+    from dataloader._engine.seed import pinned_seed  # lazy: _engine imports much
+
     loader = cast(Any, cls).__new__(cls)
-    owner.__dict__["__init__"](loader, **kwargs)  # owner's own, not a subclass's
+    with pinned_seed(seed):  # draws nothing from a generator copy.copy shares with the original
+        owner.__dict__["__init__"](loader, **kwargs)  # owner's own, not a subclass's
     loader._continue_from(seed, epoch)
     return loader

@@ -133,6 +133,9 @@ def test_csv_quotes_blank_lines_bom_and_integers(tmp_path):
         ("a,b,c\n1,2,3\n4,6\n", ["bad.csv: line 3: 2 columns, expected 3 (ragged row)"]),
         ("a,b,c\n1,2,3\n4,5,6,7\n", ["line 3: 4 columns, expected 3"]),
         ("a,b,c\n1,,3\n", ["line 2, column 1 ('b'): an empty value is not a number"]),
+        ("a,b,c\n1,2,3\n4,1_0,6\n", ["bad.csv: line 3, column 1 ('b'): '1_0' is not a number"]),  # float() takes it
+        ("a,b,c\n1,2,3\n4,5,\u0661\u0662\n", ["bad.csv: line 3, column 2 ('c'): '\u0661\u0662' is not a number"]),
+        ("a,b,c\n\uff11,2,3\n", ["bad.csv: line 2, column 0 ('a'): '\uff11' is not a number"]),
         ("", ["bad.csv: is empty"]),
         ("a,b,c\n", ["bad.csv: has no data rows"]),
     ],
@@ -383,6 +386,24 @@ def test_csv_field_over_csv_module_limit(
     err = capsys.readouterr().err
     assert "t.csv" in err and "line" in err
     assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("blank", ["   ", "\t", "\u00a0", "\x0c", " \r"])
+@pytest.mark.parametrize("chunk_rows", ["2", "65536"])
+def test_csv_lines_of_only_white_space_are_blank_lines(tmp_path, capsys, blank, chunk_rows):
+    # loadtxt skips empty lines only: a block with "   " failed with numpy's "the number of
+    # columns changed from 2 to 1 at row 2; use `usecols` ...", naming no line.
+    big = 2**53 + 1
+    src = tmp_path / "t.csv"
+    src.write_bytes(f"a,b\n1,{big}\n{blank}\n{big},2\n{blank}\n4,x\n".encode())
+    rc = convert(src, tmp_path / "t.ndf", "--label-columns", "a", "--dtype", "int64", "--label-dtype", "int64",
+                 "--chunk-rows", chunk_rows, "-q")
+    assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"}, "line 6, column 1 ('b'): 'x' is not a number")
+    src.write_bytes(f"a,b\n1,{big}\n{blank}\n{big},2\n{blank}\n".encode())
+    assert convert(src, tmp_path / "t.ndf", "--label-columns", "a", "--dtype", "int64", "--label-dtype", "int64",
+                   "--chunk-rows", chunk_rows, "-q") == 0
+    x, y = read_back(tmp_path / "t.ndf")
+    assert x[:, 0].tolist() == [big, 2] and y[:, 0].tolist() == [1, big]
 
 
 def test_csv_trailing_blank_block_is_silent(tmp_path: Path) -> None:

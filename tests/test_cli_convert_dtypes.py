@@ -121,6 +121,35 @@ def test_convert_refuses_an_int64_csv_value_past_2_to_the_53_that_is_not_a_whole
     assert f"error: {tmp_path / 't.csv'}: data row" in line
 
 
+@pytest.mark.parametrize(("value", "shown"), [
+    ("1e400", "'1e400'"),
+    ("-1e309", "'-1e309'"),
+    ("1" + "0" * 400, "'100000000000000000000000...000000000000 (401 characters)'"),
+    ("-" + "9" * 5000, "'-99999999999999999999999...999999999999 (5001 characters)'"),  # past int()'s 4300 digits
+    ("inf", "inf"),
+    ("-Infinity", "-inf"),
+    ("nan", "nan"),
+])
+def test_convert_names_an_int64_csv_value_past_float64s_range_as_written_not_as_inf(tmp_path, capsys, value, shown):
+    # float64 parsed 1e400 (or a 400-digit integer) as inf, and the refusal said "inf cannot be stored".
+    (tmp_path / "t.csv").write_text(f"a,label\n1,0\n{value},1\n")
+    rc = convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--label-columns", "-1", "-q", "--dtype", "int64")
+    assert_failed_cleanly(rc, capsys, tmp_path, {"t.csv"},
+                          f"data row 1, feature column 0 ('a'): {shown} cannot be stored as --dtype int64")
+
+
+def test_convert_reads_int64_past_2_to_the_53_from_quoted_whitespace_separated_fields(tmp_path, capsys):
+    # line.split() cut '" 5 " 9007199254740993' into four fields, and column 1's exact value was
+    # read from the wrong one: 5 was stored for 9007199254740993, silently.
+    (tmp_path / "t.csv").write_text(f'a b\n" 5 " {BIG}\n7 "{BIG}"\n"8" 2\n')
+    rc = convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--delimiter", "whitespace", "--label-columns", "a",
+                 "--dtype", "int64", "-q")
+    assert rc == 0, capsys.readouterr().err
+    with ndf.open_ndf(tmp_path / "t.ndf") as f:
+        x, y = f.read_rows(range(3))
+    assert x[:, 0].tolist() == [BIG, BIG, 2] and y[:, 0].tolist() == [5, 7, 8]
+
+
 def test_convert_refuses_a_dtype_it_does_not_know(tmp_path, capsys):
     (tmp_path / "t.csv").write_text("1,2\n")
     assert convert(tmp_path / "t.csv", tmp_path / "t.ndf", "--dtype", "complex64") == 2

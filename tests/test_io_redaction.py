@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import time
 import traceback
 
 import pytest
@@ -84,6 +85,7 @@ def test_redact_masks_userinfo_and_secret_parameters_of_urls_only(location, show
 @pytest.mark.parametrize("name", [
     "pass", "PASS", "private_key", "privatekey", "X-Private-Key", "jwt", "id_jwt", "client_assertion",
     "assertion", "session", "sessionid", "session_id", "JSESSIONID", "PHPSESSID", "code",
+    "authorization", "Authorization", "passphrase", "hmac", "x-hmac", "pw", "PW",
 ])
 def test_redact_masks_passwords_private_keys_jwts_assertions_sessions_and_oauth_codes(name):
     assert redact(f"https://h/cb?{name}=S3CRET&state=1") == f"https://h/cb?{name}=***&state=1"
@@ -109,6 +111,29 @@ def test_redact_keeps_parameters_that_only_resemble_secret_names(name):
 def test_redact_hides_a_password_holding_a_raw_slash_or_at_sign(location, shown):
     assert redact(location) == shown
     assert "pa/ss" not in redact(location) and "ss@" not in redact(location)
+
+
+@pytest.mark.parametrize(("location", "shown"), [
+    ("https://h/x?token=ab#cd&x=1", "https://h/x?token=***&x=1"),  # a raw '#' in a secret value: showed '#cd'
+    ("https://h/x?sig=a?b&x=1", "https://h/x?sig=***&x=1"),
+    ("https://h/#/cb?access_token=t&x=1", "https://h/#/cb?access_token=***&x=1"),  # a '?' in the fragment
+    ("https://h/#a#access_token=t", "https://h/#a#access_token=***"),  # a second '#': showed the token
+    ("https://h/x?a=1#b=2&code=c", "https://h/x?a=1#b=2&code=***"),
+    ("https://h/x?a=1;token=t;b=2", "https://h/x?a=1;token=***;b=2"),
+    ("https://h/x?", "https://h/x?"),
+])
+def test_a_secret_parameter_is_masked_wherever_a_question_mark_or_hash_puts_it(location, shown):
+    assert redact(location) == shown
+
+
+def test_redact_text_takes_linear_time_on_a_long_run_of_letters_before_a_scheme_separator():
+    # An unbounded scheme pattern tried every start in the run up to its end: 11 s here.
+    for text in ("a" * 200_000 + "://", "a" * 200_000 + " ://x", "x" + "a" * 200_000 + "://u:S3CRET@h/p"):
+        started = time.perf_counter()
+        shown = redact_text(text)
+        assert time.perf_counter() - started < 2.0
+        assert "S3CRET" not in shown
+    assert redact_text("b" * 100 + "://u:S3CRET@h/p?sig=S") == "b" * 100 + "://***@h/p?sig=***"
 
 
 def test_redact_text_masks_every_url_in_a_message():
@@ -254,6 +279,13 @@ def test_a_total_time_out_and_a_failed_batch_through_the_loader_show_no_credenti
     ("ftp://alice:hunter2@h/x?token=TOKSECRET", "not an http"),
     ("http://alice:hunter2@[::1/x?token=TOKSECRET", "not a valid URL"),
     ("http://alice:hunter2@h/a/../x?token=TOKSECRET", "component"),
+    # no scheme:// (a mistyped URL): shown as a path, password included
+    ("alice:hunter2@h/x?token=TOKSECRET", "location '\\*\\*\\*@h/x\\?token=\\*\\*\\*' is not an http"),
+    ("//alice:hunter2@h/x", "not an http"),
+    ("https:/alice:hunter2@h/x", "not an http"),
+    ("https//alice:hunter2@h/x", "not an http"),
+    ("https:\\\\alice:hunter2@h/x", "not an http"),
+    ("alice:hunter2@h/a/../x", "component"),
 ])
 def test_refused_locations_are_named_without_credentials(location, match):
     with pytest.raises(ValueError, match=match) as info:

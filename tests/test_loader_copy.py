@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from dataloader import AsyncDataset, DataLoader, RandomSampler
+from dataloader.io import HttpDataset
 from dataloader.ndf import NdfDataset, save_ndf
 
 pytestmark = pytest.mark.timeout(60)
@@ -138,3 +139,29 @@ def test_pickling_a_loader_whose_arguments_do_not_pickle_fails_naming_them():
     with pytest.raises((pickle.PicklingError, AttributeError), match="lambda"):
         pickle.dumps(loader)
     assert copy.deepcopy(loader).collate_fn is loader.collate_fn  # deepcopy keeps a function
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_pickling_or_deep_copying_a_loader_over_an_http_dataset_fails_naming_it_without_credentials(how):
+    # It failed with "cannot pickle '_thread.lock' object", naming neither the dataset nor the loader.
+    dataset = HttpDataset(["https://user:S3CRET@h/a?sig=S3CRET"])
+    loader = DataLoader(dataset, batch_size=1)
+    with pytest.raises(TypeError, match="cannot pickle or deep-copy HttpDataset") as caught:
+        COPIES[how](loader)
+    assert "S3CRET" not in str(caught.value) and "https://***@h/a?sig=***" in str(caught.value)
+    twin = copy.copy(loader)  # shares the dataset
+    assert twin.dataset is dataset and len(copy.copy(dataset)) == 1
+    loader.close()
+    twin.close()
+
+
+def test_copy_copy_draws_nothing_from_the_generator_it_shares_with_the_original():
+    # The rebuild's __init__ drew a base seed from the shared generator (then replaced it with
+    # the original's): copying the loader moved the user's stream.
+    generator = np.random.default_rng(1)
+    original = DataLoader(np.arange(N), batch_size=3, shuffle=True, generator=generator)
+    state = generator.bit_generator.state
+    twin = copy.copy(original)
+    assert generator.bit_generator.state == state
+    assert twin.generator is generator and twin.seed == original.seed
+    assert epochs(twin, 1) == epochs(original, 1)

@@ -81,6 +81,26 @@ def test_a_fully_yielded_epoch_resumes_at_the_next_one():
     assert (rows(again), rows(again)) == ([], full[1])
 
 
+@pytest.mark.parametrize("torch_face", [False, True])
+def test_a_version_2_state_without_its_loader_record_or_with_none_is_refused(torch_face):
+    # Only a missing key of the record was refused: dropping the whole record (or None) skipped
+    # every check, and a batch_size=8 state resumed a batch_size=16 loader 24 rows late.
+    if torch_face:
+        dt = pytest.importorskip("dataloader.torch")
+        make = dt.DataLoader
+    else:
+        make = DataLoader
+    sd = saved(make(list(range(100)), batch_size=8, shuffle=True, generator=None), 3)
+    bigger = make(list(range(100)), batch_size=16, shuffle=True)
+    gone = {k: v for k, v in sd.items() if k != "loader"}
+    with pytest.raises(ValueError, match="has no 'loader' record"):
+        bigger.load_state_dict(gone)
+    with pytest.raises(TypeError, match="'loader' must be a dict, got NoneType"):
+        bigger.load_state_dict({**sd, "loader": None})
+    with pytest.raises(ValueError, match="batch_size=8; this loader has batch_size=16"):
+        bigger.load_state_dict(sd)
+
+
 def test_a_version_1_state_without_the_record_still_loads():
     sd = saved(DataLoader(list(range(20)), batch_size=3, shuffle=True, seed=4), 2)
     full = rows(DataLoader(list(range(20)), batch_size=3, shuffle=True, seed=4))

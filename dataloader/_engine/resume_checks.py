@@ -22,7 +22,8 @@ cuts the epoch the same way.  A state (``STATE_VERSION`` 2) therefore records, u
 ``Layout.check`` (``DataLoader.load_state_dict``, before anything is applied) compares the
 saved record with this loader's.  A version-1 state (saved before these were recorded) has
 no record and is not checked; a record is written whole, so one missing a key is refused
-(``ValueError`` naming it).  ``dataset_len`` is not compared when it is None on either side
+(``ValueError`` naming it), as is a version-2 state without the record (``ValueError``) or
+with None for it (``TypeError``; ``Resumer.load``).  ``dataset_len`` is not compared when it is None on either side
 (a length not known).  Otherwise (None being a value: no batching, no distributed
 sampler):
 

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from dataloader._rng import check_seed
 
-__all__ = ["base_seed"]
+__all__ = ["base_seed", "pinned_seed"]
+
+_PINNED = threading.local()  # .seed: what the next base_seed() on this thread returns
+
+
+@contextmanager
+def pinned_seed(seed: int) -> Iterator[None]:
+    """The first ``base_seed()`` call on this thread within returns ``seed`` and draws nothing:
+    a copied loader is rebuilt with its original's seed, and its ``__init__`` must not draw one
+    from a ``generator`` that ``copy.copy`` shares with the original (the user's stream moved)."""
+    _PINNED.seed = seed
+    try:
+        yield
+    finally:
+        _PINNED.seed = None
 
 
 def base_seed(seed: int | None, generator: Any) -> int:
@@ -19,6 +36,10 @@ def base_seed(seed: int | None, generator: Any) -> int:
         ValueError: both given, or ``seed`` out of range.
         TypeError: a ``generator`` of another type.
     """
+    pinned = getattr(_PINNED, "seed", None)
+    if pinned is not None:  # a copy's rebuild (pinned_seed): its arguments were checked when first built
+        _PINNED.seed = None
+        return pinned
     if seed is not None and generator is not None:
         raise ValueError("pass either seed or generator, not both")
     if generator is not None:

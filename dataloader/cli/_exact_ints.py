@@ -32,6 +32,17 @@ def needs_exact_ints(dtype: np.dtype | str) -> bool:
     return dt.kind in "iu" and dt.itemsize >= 8
 
 
+_NON_FINITE = frozenset({"inf", "infinity", "nan"})
+_SHOWN_MAX = 60  # characters of a value shown in an error
+
+
+def _shown(written: str) -> str:
+    """``written`` as an error shows it: whole up to 60 characters, else its ends and length."""
+    if len(written) <= _SHOWN_MAX:
+        return written
+    return f"{written[:24]}...{written[-12:]} ({len(written)} characters)"
+
+
 def _exact_int(text: str) -> int | None:
     """The integer ``text`` writes (``"12"``, ``"1.2e17"``, ``"9007199254740993.0"``), or None
     when it is not a whole number."""
@@ -62,16 +73,19 @@ def exact_int_part(
         path: the input file, for ``ConversionError.path``.
 
     Returns:
-        ``part`` itself when no cell reaches 2**53 (``NdfWriter`` converts and checks it),
+        ``part`` itself when every cell is finite and below 2**53 (``NdfWriter`` converts and
+        checks it),
         else a new ``dtype`` array of shape (k, m).
 
     Raises:
         ConversionError: the first cell (row-major) that is not a whole number in ``dtype``'s
-            range; ``value`` is the text as written for a cell of 2**53 or more.
+            range; ``value`` is the text as written for a cell of 2**53 or more, or one past
+            float64's range (``1e400``, a 400-digit integer: not ``inf``; past 60 characters,
+            its ends and length).
     """
     finite = np.isfinite(part)
     big = finite & (np.abs(part) >= EXACT_FLOAT_INT)
-    if not big.any():
+    if not big.any() and finite.all():
         return part
     dt = np.dtype(dtype)
     info = np.iinfo(dt)
@@ -80,7 +94,12 @@ def exact_int_part(
     out = np.zeros(part.shape, dt)
     out[small] = part[small]
     for i, j in np.argwhere(~small):  # row-major, as the writer looks
-        if not big[i, j]:  # a fraction, NaN or inf below 2**53: the writer's refusal
+        if not finite[i, j]:  # inf/nan as written, or a number past float64's range (1e400)
+            written = text(int(i), int(j)).strip()
+            overflow = written.lower().lstrip("+-") not in _NON_FINITE
+            raise ConversionError(path, what, first_row + int(i), int(j),
+                                  _shown(written) if overflow else part[i, j].item(), dt)
+        if not big[i, j]:  # a fraction below 2**53: the writer's refusal
             raise ConversionError(path, what, first_row + int(i), int(j), part[i, j].item(), dt)
         written = text(int(i), int(j))
         value = _exact_int(written)

@@ -54,14 +54,52 @@ def _fields(line: str, delimiter: str | None, where: str) -> list[str]:
         CliError: the csv module cannot split it (e.g. a field over its 128 KiB limit).
     """
     if delimiter is None:
-        return line.split()
+        return _split_whitespace(line) if '"' in line else line.split()
     try:
         return next(csv.reader([line], delimiter=delimiter), [])
     except csv.Error as exc:
         raise CliError(f"{where}: {exc}") from None
 
 
+def _split_whitespace(line: str) -> list[str]:
+    """``line`` split on runs of white space as ``numpy.loadtxt(delimiter=None, quotechar='"')``
+    splits it: a field that starts with ``"`` is quoted up to the next lone ``"`` (``""`` is a
+    ``"``; white space inside belongs to it; unterminated: to the end of the line), and what
+    follows the closing quote up to white space is appended (``"5"x``: ``5x``).  ``line.split()``
+    split ``" 5 " 9007199254740993`` into four fields, and the exact int64 reading took ``5`` as
+    the second column's value."""
+    fields: list[str] = []
+    i, n = 0, len(line)
+    while True:
+        while i < n and line[i].isspace():
+            i += 1
+        if i >= n:
+            return fields
+        chars: list[str] = []
+        if line[i] == '"':
+            i += 1
+            while i < n:
+                if line[i] == '"':
+                    if i + 1 < n and line[i + 1] == '"':
+                        chars.append('"')
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                chars.append(line[i])
+                i += 1
+        while i < n and not line[i].isspace():
+            chars.append(line[i])
+            i += 1
+        fields.append("".join(chars))
+
+
 def _is_number(field: str) -> bool:
+    """Whether ``numpy.loadtxt`` parses ``field`` as a float: ``float()`` less what it alone
+    takes, ``_`` between digits and non-ASCII digits (``'1_0'``, ``'١٢'``, ``'１'``).  Otherwise
+    a block failing on such a value named no line (numpy's message: 1-based column)."""
+    if "_" in field or not field.isascii() and any(ch.isdecimal() and not ch.isascii() for ch in field):
+        return False
     try:
         float(field)
     except ValueError:
@@ -278,6 +316,11 @@ class _Dialect:
                 usecols=self.usecols,
             )
         except ValueError as exc:
+            # loadtxt skips empty lines only; one of white space ("  ", "\t", NBSP) is blank
+            # here too (row_fields, locate_error): parse again with those emptied.
+            blanked = [line if line.strip() else "" for line in lines]
+            if blanked != lines:
+                return self.parse_block(blanked, line_no)
             self.locate_error(lines, line_no)
             raise CliError(f"{span}: {exc}") from None
         if rows.shape[0] and rows.shape[1] != width:
@@ -341,8 +384,14 @@ class _LazyFields:
     def __call__(self, i: int) -> list[str]:
         if self.rows is None:
             self.rows = self.dialect.row_fields(self.lines, self.line_no)
+            last = self.line_no + len(self.lines) - 1
             if len(self.rows) != self.nrows:  # loadtxt skipped what row_fields kept, or the reverse
-                last = self.line_no + len(self.lines) - 1
                 raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: {len(self.rows)} rows of "
                                f"text for {self.nrows} parsed: cannot read its integers past 2**53 exactly")
+            ncols = len(self.dialect.names)
+            for k, fields in enumerate(self.rows):  # split otherwise than loadtxt: a column's text is another's
+                if len(fields) != ncols:
+                    raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: data row {k} of the block "
+                                   f"splits into {len(fields)} fields, not {ncols}: cannot read its integers "
+                                   "past 2**53 exactly")
         return self.rows[i]

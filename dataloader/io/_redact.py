@@ -1,18 +1,20 @@
 """Locations as errors, ``repr`` and logs show them: without credentials.
 
 A URL (a location with ``scheme://``) is shown with its userinfo replaced by ``***``
-(``https://***@host/...``: the user name too, which is often a token) and the value of
-every query or fragment parameter whose name looks secret replaced by ``***``
+(``https://***@host/...``: the user name too, which is often a token) and the value of every
+query or fragment parameter whose name looks secret replaced by ``***``
 (``?X-Amz-Signature=***``).  A name looks secret when, lower-cased and without ``-`` and
 ``_``, it contains ``token``, ``signature``, ``secret``, ``password``, ``passwd``,
 ``credential``, ``apikey``, ``accesskey``, ``privatekey``, ``jwt``, ``assertion``,
-``sessionid`` or ``sessid``, or is ``sig``, ``key``, ``auth``, ``pwd``, ``pass``,
-``session`` or ``code``: AWS presigned URLs (``X-Amz-Signature``, ``X-Amz-Credential``,
-``X-Amz-Security-Token``), GCS signed URLs (``X-Goog-Signature``), Azure SAS tokens
-(``sig``), OAuth's ``access_token``, ``code`` (an authorization code), ``client_assertion``
-and ``jwt``, API keys (``key``, ``api_key``, ``private_key``) and session ids (``session``,
-``sessionid``, ``JSESSIONID``, ``PHPSESSID``).  Paths and object keys (no ``://``) are
-shown as they are.
+``sessionid``, ``sessid``, ``authorization``, ``passphrase`` or ``hmac``, or is ``sig``,
+``key``, ``auth``, ``pwd``, ``pw``, ``pass``, ``session`` or ``code``: AWS presigned URLs
+(``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``), GCS signed URLs
+(``X-Goog-Signature``), Azure SAS tokens (``sig``), OAuth's ``access_token``, ``code`` (an
+authorization code), ``client_assertion`` and ``jwt``, API keys (``key``, ``api_key``,
+``private_key``) and session ids (``session``, ``sessionid``, ``JSESSIONID``,
+``PHPSESSID``).  A secret value runs to the next ``&`` or ``;``: a raw ``#`` or ``?`` in it
+is hidden with it (``?token=ab#cd&x=1``: ``?token=***&x=1``).
+Paths and object keys (no ``://``) are shown as they are.
 
 Where the userinfo ends.  RFC 3986's authority runs from ``://`` to the first ``/``, ``?``
 or ``#``, and its userinfo to the authority's last ``@``.  Users also write a raw ``/`` or
@@ -36,16 +38,20 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote_plus
 
-__all__ = ["SECRET_NAME_PARTS", "SECRET_NAMES", "redact", "redact_text"]
+__all__ = ["SECRET_NAME_PARTS", "SECRET_NAMES", "redact", "redact_text", "redact_url"]
 
 SECRET_NAME_PARTS = (
     "token", "signature", "secret", "password", "passwd", "credential", "apikey", "accesskey",
-    "privatekey", "jwt", "assertion", "sessionid", "sessid",
+    "privatekey", "jwt", "assertion", "sessionid", "sessid", "authorization", "passphrase", "hmac",
 )
-SECRET_NAMES = frozenset({"sig", "key", "auth", "pwd", "pass", "session", "code"})
+SECRET_NAMES = frozenset({"sig", "key", "auth", "pwd", "pw", "pass", "session", "code"})
 MASK = "***"
 # A URL inside free text (a client's error message): scheme://, then up to white space or a quote.
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+# The scheme is at most 64 characters (its last 64 when longer: the URL is still found): an
+# unbounded one made a long run of letters before a "://" cost time quadratic in its length
+# (each start in the run scanned to its end), 11 s for 100,000 letters.
+_PARAM_END = re.compile(r"[&;?#]|$")  # what ends a query or fragment parameter
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,63}://[^\s'\"<>`]+")
 
 
 def _secret_name(name: str) -> bool:
@@ -56,15 +62,25 @@ def _secret_name(name: str) -> bool:
 
 
 def _params(text: str) -> str:
-    """``a=1&sig=x`` (or ``;``-separated) with the secret parameters' values masked."""
-    if ";" in text:
-        return ";".join(map(_params, text.split(";")))
-    params = text.split("&")
-    for i, param in enumerate(params):
-        name, eq, _ = param.partition("=")
-        if eq and _secret_name(name):
-            params[i] = f"{name}={MASK}"
-    return "&".join(params)
+    """The query and fragment ``text`` (from its first ``?`` or ``#``) with the secret
+    parameters' values masked.  Parameters are separated by ``&``, ``;``, ``?`` and ``#`` (a
+    second ``#``, or a ``?`` in a fragment, starts one too: ``#/cb?access_token=t``); a secret
+    value runs to the next ``&`` or ``;``, a raw ``#`` or ``?`` in it included
+    (``?token=ab#cd&x=1``: ``?token=***&x=1``): hidden too much, never too little."""
+    out: list[str] = []
+    pos, masking = 0, False
+    for match in _PARAM_END.finditer(text):
+        piece, sep = text[pos : match.start()], match.group()
+        if not masking:
+            name, eq, _ = piece.partition("=")
+            if eq and _secret_name(name):
+                piece, masking = f"{name}={MASK}", True
+            out.append(piece)
+        if sep in "&;" or not masking:
+            masking = False
+            out.append(sep)
+        pos = match.end()
+    return "".join(out)
 
 
 def _first(text: str, chars: str, start: int = 0) -> int:
@@ -91,11 +107,27 @@ def redact(location: str) -> str:
         host_end = head_end
         authority = rest[:head_end]
     tail = rest[host_end:]
-    if "?" in tail or "#" in tail:
-        tail, hash_, fragment = tail.partition("#")
-        path, q, query = tail.partition("?")
-        tail = path + q + _params(query) + hash_ + _params(fragment)
+    params = _first(tail, "?#")
+    if params < len(tail):
+        tail = tail[:params] + _params(tail[params:])
     return f"{scheme}://{authority}{tail}"
+
+
+def redact_url(location: str) -> str:
+    """``location``, meant as a URL (an ``HttpDataset``'s), as it may be shown when refused: as
+    ``redact`` shows it, and when it has no ``scheme://`` (``user:pw@host/x``, ``//u:pw@h/x``,
+    ``https:/u:pw@h/x``, ``https//u:pw@h``) everything up to its last ``@`` before the first
+    ``?`` or ``#`` hidden too (``***@h/x``), with its secret parameters: ``redact`` shows a
+    location without ``://`` as it is (a path), which showed a mistyped URL's password.
+
+    Thread-safety: a pure function.
+    """
+    if "://" in location:
+        return redact(location)
+    at = location.rfind("@", 0, _first(location, "?#"))
+    shown = MASK + location[at:] if at >= 0 else location
+    params = _first(shown, "?#")
+    return shown[:params] + _params(shown[params:]) if params < len(shown) else shown
 
 
 def redact_text(text: str) -> str:

@@ -53,7 +53,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
-from dataloader.io._redact import redact, redact_text
+from dataloader.io._redact import redact, redact_text, redact_url
 from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry
@@ -198,9 +198,9 @@ def _check_url(location: str) -> str:
     else:
         why = ""
     if why:  # raised here, not in the handler: nothing chained (see the module)
-        raise ValueError(f"location {redact(location)!r} is not a valid URL ({why})")
+        raise ValueError(f"location {redact_url(location)!r} is not a valid URL ({why})")
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"location {redact(location)!r} is not an http:// or https:// URL with a host")
+        raise ValueError(f"location {redact_url(location)!r} is not an http:// or https:// URL with a host")
     return location
 
 
@@ -265,6 +265,23 @@ class HttpDataset(AsyncDataset[bytes]):
         # event loop -> aiohttp.ClientSession; after fork() the parent's stay here, never used
         # (their connections are the parent's) nor closed (nor warned about by the collector).
         self._sessions: dict[Any, Any] = {}
+
+    def __copy__(self) -> HttpDataset:
+        """A shallow copy (it shares the lock and sessions, as the default one did)."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Refused (``pickle``, ``copy.deepcopy``): naming the dataset, not its lock.
+
+        Raises:
+            TypeError: always; the message shows the dataset as ``repr`` does (no credentials).
+        """
+        raise TypeError(
+            f"cannot pickle or deep-copy {self!r}: an HttpDataset holds a lock and its connection "
+            "sessions; build a new one (a loader over it neither pickles nor deep-copies)"
+        )
 
     def __len__(self) -> int:
         return len(self.locations)

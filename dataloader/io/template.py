@@ -26,7 +26,7 @@ import string
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from dataloader.io._redact import MASK, redact
+from dataloader.io._redact import MASK, redact, redact_url
 
 __all__ = ["Template", "check_components", "check_value"]
 
@@ -56,11 +56,12 @@ def check_components(location: str, target: str) -> None:
         try:
             path = urlsplit(location).path
         except ValueError as exc:  # "Invalid IPv6 URL"
-            raise ValueError(f"location {redact(location)!r} is not a valid URL ({exc})") from None
+            raise ValueError(f"location {redact_url(location)!r} is not a valid URL ({exc})") from None
     for part in path.replace("\\", "/").split("/") if target == "path" else path.split("/"):
         if (unquote(part) if target == "url" else part) in (".", ".."):
             raise ValueError(
-                f"location {redact(location)!r} has a {part!r} component (relative components are refused)"
+                f"location {(redact_url if target == 'url' else redact)(location)!r} has a {part!r} component "
+                "(relative components are refused)"
             )
 
 

@@ -71,3 +71,12 @@ def test_a_copy_takes_the_worker_init_fn_assigned_after_construction(how):
     assert ids(twin, 1) == ids(original, 1)
     original.close()
     twin.close()
+
+
+def test_copy_copy_of_a_feistel_loader_draws_nothing_from_the_generator_it_shares():
+    generator = torch.Generator().manual_seed(4)
+    original = dt.DataLoader(data(), batch_size=4, shuffle=True, shuffle_order="feistel", generator=generator)
+    state = generator.get_state()
+    twin = copy.copy(original)
+    assert torch.equal(generator.get_state(), state)
+    assert twin.generator is generator and twin.seed == original.seed and ids(twin, 1) == ids(original, 1)
