@@ -106,7 +106,9 @@ def reduce_loader(loader: Any, overrides: dict[str, Any]) -> tuple[Any, ...]:
         )
     kwargs = {**record.kwargs, **overrides}
     extra = {k: v for k, v in loader.__dict__.items() if k not in record.own and k != _RECORD}
-    return (rebuild_loader, (type(loader), record.owner, kwargs, loader.seed, loader._epoch), extra or None)
+    with loader._mutex():  # the pair load_state_dict() sets together
+        seed, epoch = loader.seed, loader._epoch
+    return (rebuild_loader, (type(loader), record.owner, kwargs, seed, epoch), extra or None)
 
 
 def rebuild_loader(cls: type[Any], owner: type[Any], kwargs: dict[str, Any], seed: int, epoch: int) -> Any:
