@@ -23,6 +23,8 @@ import io
 import os
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -202,38 +204,10 @@ def open_csv(
         first_line_no = skip_rows + 1
         where = f"{path}: line {first_line_no}"
         first_fields = [f.strip() for f in _fields(first.rstrip("\r\n"), delimiter, where)]
-        ncols = len(first_fields)
         notes: list[str] = []
-        if header is None:
-            header = not all(f and _is_number(f) for f in first_fields)
-            if header:
-                shown = ", ".join(repr(f) for f in first_fields[:8])
-                more = "" if ncols <= 8 else f", ... ({ncols} columns)"
-                notes.append(
-                    f"{path}: line {first_line_no} is a header ({shown}{more}); "
-                    "pass --no-header if it is data"
-                )
-            else:
-                notes.append(
-                    f"{path}: line {first_line_no} is all numbers, so it is data and there is no "
-                    f"header (columns are positions 0..{ncols - 1}); pass --header if it names them"
-                )
-        names = first_fields if header else [str(j) for j in range(ncols)]
-        header_names = names if header else None
-        labels = resolve_columns(label_tokens, header_names, ncols, path, notes=notes)
-        keep = None
-        if columns is not None:
-            keep = resolve_columns(columns, header_names, ncols, path, "column", notes)
-        elif drop_columns is not None:
-            dropped = resolve_columns(drop_columns, header_names, ncols, path, "column", notes)
-            both = [j for j in labels if j in dropped]
-            if both:
-                raise CliError(
-                    f"{path}: column {both[0]} ({names[both[0]]!r}) is both a label column "
-                    "and dropped by --drop-columns"
-                )
-            keep = [j for j in range(ncols) if j not in dropped]
-        features = feature_columns(ncols, labels, path, keep)
+        header = _decide_header(path, first_fields, first_line_no, header, notes)
+        names = first_fields if header else [str(j) for j in range(len(first_fields))]
+        labels, features = _pick_columns(path, names, header, label_tokens, columns, drop_columns, notes)
         if labels:
             picked = ", ".join(f"{j} ({names[j]!r})" if header else str(j) for j in labels)
             notes.append(f"label columns: {picked}")
@@ -242,40 +216,17 @@ def open_csv(
         raw.close()
         raise
     used = sorted(features + labels)
-    usecols = None if len(used) == ncols else used
-    block_pos = {j: i for i, j in enumerate(used)}
-    block_features = [block_pos[j] for j in features]
-    block_labels = [block_pos[j] for j in labels]
-    size = os.fstat(raw.fileno()).st_size
-    pending = [] if header else [first]
-    dialect = _Dialect(path, delimiter, names, usecols)
-    exact_x, exact_y = needs_exact_ints(x_dtype), bool(labels) and needs_exact_ints(y_dtype)
+    block_pos = {j: i for i, j in enumerate(used)}  # a file column's place in a parsed block
+    cols = _Columns(
+        features=features, labels=labels, x_dtype=x_dtype, y_dtype=y_dtype,
+        exact_x=needs_exact_ints(x_dtype), exact_y=bool(labels) and needs_exact_ints(y_dtype),
+        block_features=[block_pos[j] for j in features], block_labels=[block_pos[j] for j in labels],
+    )
+    dialect = _Dialect(path, delimiter, names, None if len(used) == len(names) else used)
+    start = (first_line_no + (1 if header else 0), [] if header else [first])
 
     def chunks() -> Iterator[Chunk]:
-        line_no = first_line_no + (1 if header else 0)  # 1-based number of the block's first line
-        last_pos = 0
-        done = 0  # data rows yielded
-        carry = pending
-        while True:
-            try:
-                lines, carry = _read_block(text, carry, chunk_rows, chunk_chars)
-            except _READ_ERRORS as exc:
-                raise CliError(f"{path}: cannot read after line {line_no - 1}: {exc}") from None
-            if not lines:
-                return
-            rows = dialect.parse_block(lines, line_no)
-            if rows.shape[0]:
-                x, y = take_columns(rows, block_features, block_labels)
-                fields = _LazyFields(dialect, lines, line_no, rows.shape[0])  # int64: past 2**53, from text
-                if exact_x:
-                    x = exact_int_part(x, lambda i, j: fields(i)[features[j]], x_dtype, done, "x_rows", path)
-                if exact_y and y is not None:
-                    y = exact_int_part(y, lambda i, j: fields(i)[labels[j]], y_dtype, done, "y_rows", path)
-                done += rows.shape[0]
-                pos = raw.tell()
-                yield x, y, pos - last_pos
-                last_pos = pos
-            line_no += len(lines)
+        return _chunks(text, raw, dialect, cols, start, chunk_rows, chunk_chars)
 
     def close() -> None:
         text.close()
@@ -283,8 +234,102 @@ def open_csv(
 
     feature_names = [names[j] for j in features] if header else None
     label_names = [names[j] for j in labels] if header else None
+    size = os.fstat(raw.fileno()).st_size
     return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes,
                   feature_names, label_names)
+
+
+def _decide_header(path: str, fields: list[str], line_no: int, header: bool | None, notes: list[str]) -> bool:
+    """``header`` as given, or decided from the first line (``fields``): a header unless every
+    field is a number; the decision is noted (a numeric first row is never dropped silently)."""
+    if header is not None:
+        return header
+    ncols = len(fields)
+    header = not all(f and _is_number(f) for f in fields)
+    if header:
+        shown = ", ".join(repr(f) for f in fields[:8])
+        more = "" if ncols <= 8 else f", ... ({ncols} columns)"
+        notes.append(f"{path}: line {line_no} is a header ({shown}{more}); pass --no-header if it is data")
+    else:
+        notes.append(
+            f"{path}: line {line_no} is all numbers, so it is data and there is no "
+            f"header (columns are positions 0..{ncols - 1}); pass --header if it names them"
+        )
+    return header
+
+
+def _pick_columns(
+    path: str, names: list[str], header: bool, label_tokens: Sequence[str],
+    columns: Sequence[str] | None, drop_columns: Sequence[str] | None, notes: list[str],
+) -> tuple[list[int], list[int]]:
+    """``(label positions, feature positions)`` from the options (see ``open_csv``).
+
+    Raises:
+        CliError: an unknown or ambiguous column, a label column also dropped.
+    """
+    ncols = len(names)
+    header_names = names if header else None
+    labels = resolve_columns(label_tokens, header_names, ncols, path, notes=notes)
+    keep = None
+    if columns is not None:
+        keep = resolve_columns(columns, header_names, ncols, path, "column", notes)
+    elif drop_columns is not None:
+        dropped = resolve_columns(drop_columns, header_names, ncols, path, "column", notes)
+        both = [j for j in labels if j in dropped]
+        if both:
+            raise CliError(
+                f"{path}: column {both[0]} ({names[both[0]]!r}) is both a label column "
+                "and dropped by --drop-columns"
+            )
+        keep = [j for j in range(ncols) if j not in dropped]
+    return labels, feature_columns(ncols, labels, path, keep)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """The columns a block's rows are cut into: file positions, positions in a parsed block
+    (only the used columns are parsed), and whether each part reads int64 exactly."""
+
+    features: list[int]
+    labels: list[int]
+    block_features: list[int]
+    block_labels: list[int]
+    x_dtype: str
+    y_dtype: str
+    exact_x: bool
+    exact_y: bool
+
+
+def _chunks(
+    text: Any, raw: Any, dialect: _Dialect, cols: _Columns, start: tuple[int, list[str]],
+    chunk_rows: int, chunk_chars: int,
+) -> Iterator[Chunk]:
+    """The file's ``(x, y, bytes read)`` blocks; ``start``: the first data line's 1-based
+    number and the lines already read from there (the first line, when it is data)."""
+    path = dialect.path
+    line_no, carry = start  # 1-based number of the block's first line
+    last_pos = 0
+    done = 0  # data rows yielded
+    while True:
+        try:
+            lines, carry = _read_block(text, carry, chunk_rows, chunk_chars)
+        except _READ_ERRORS as exc:
+            raise CliError(f"{path}: cannot read after line {line_no - 1}: {exc}") from None
+        if not lines:
+            return
+        rows = dialect.parse_block(lines, line_no)
+        if rows.shape[0]:
+            x, y = take_columns(rows, cols.block_features, cols.block_labels)
+            fields = _LazyFields(dialect, lines, line_no, rows.shape[0])  # int64: past 2**53, from text
+            if cols.exact_x:
+                x = exact_int_part(x, lambda i, j: fields(i)[cols.features[j]], cols.x_dtype, done, "x_rows", path)
+            if cols.exact_y and y is not None:
+                y = exact_int_part(y, lambda i, j: fields(i)[cols.labels[j]], cols.y_dtype, done, "y_rows", path)
+            done += rows.shape[0]
+            pos = raw.tell()
+            yield x, y, pos - last_pos
+            last_pos = pos
+        line_no += len(lines)
 
 
 class _Dialect:
