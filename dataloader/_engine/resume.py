@@ -246,16 +246,7 @@ class Resumer:
         epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
         yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
         if self._layout is not None:  # this loader's epoch must hold the saved position
-            if sd["version"] >= 2 and not isinstance(sd.get("loader"), dict):
-                # Written whole by every version-2 state: without it nothing would be checked
-                # (a batch_size=8 state resumed a batch_size=16 loader 24 rows late).
-                if "loader" not in sd:
-                    raise ValueError(
-                        f"DataLoader state (version {sd['version']}) has no 'loader' record (how the saving "
-                        "loader cut its epochs, which loading checks)"
-                    )
-                raise TypeError(f"DataLoader state 'loader' must be a dict, got {type(sd['loader']).__name__}")
-            self._layout.check(sd.get("loader"), yielded)
+            self._layout.check(sd, yielded)
         if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
             raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
         if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):

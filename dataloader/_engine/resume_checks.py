@@ -125,16 +125,28 @@ class Layout:
         """Batches in this loader's epoch (map-style, with a length), else None."""
         return None if self._iterable or self._work is None else reported_length(self._work)
 
-    def check(self, saved: object, yielded: int) -> None:
+    def check(self, state: dict[str, Any], yielded: int) -> None:
         """Refuse a state whose position this loader cannot have (module docstring).
 
-        ``saved``: the state's ``"loader"`` record, or None (a version-1 state).
+        ``state``: the loader's state (its ``"version"`` checked); a version-1 state has no
+        ``"loader"`` record, every later one has it whole.
 
         Raises:
-            TypeError: ``saved`` is not a dict, or a value has the wrong type (naming it).
-            ValueError: a missing or unknown key; a recorded value that differs from this loader's
-                (naming both); ``yielded`` past the end of this loader's epoch.
+            TypeError: the record is not a dict, or a value has the wrong type (naming it).
+            ValueError: a version-2 state without its record; a missing or unknown key; a
+                recorded value that differs from this loader's (naming both); ``yielded`` past
+                the end of this loader's epoch.
         """
+        saved = state.get("loader")
+        if state["version"] >= 2 and not isinstance(saved, dict):
+            # Without it nothing would be checked (a batch_size=8 state resumed a
+            # batch_size=16 loader 24 rows late).
+            if "loader" not in state:
+                raise ValueError(
+                    f"DataLoader state (version {state['version']}) has no 'loader' record (how the "
+                    "saving loader cut its epochs, which loading checks)"
+                )
+            raise TypeError(f"DataLoader state 'loader' must be a dict, got {type(saved).__name__}")
         if saved is not None:
             record = check_state(saved, "DataLoader 'loader'", LAYOUT_KEYS)  # written whole
             mine = self.describe()
