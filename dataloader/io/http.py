@@ -156,11 +156,11 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     try:
         target = resp.url.join(yarl.URL(resp.headers["Location"]))
     except ValueError as exc:
-        why = redact_text(str(exc))
+        bad: str | None = redact_text(str(exc))
     else:
-        why = ""
-    if why:  # raised here, not in the handler: nothing chained (see the module)
-        raise ValueError(f"{redact(url)}: redirect to an invalid URL {redact(resp.headers['Location'])!r} ({why})")
+        bad = None
+    if bad is not None:  # raised here, not in the handler: nothing chained (see the module)
+        raise ValueError(f"{redact(url)}: redirect to an invalid URL {redact(resp.headers['Location'])!r} ({bad})")
     origin = yarl.URL(url)
     why = ""
     if (target.scheme, target.host, target.port) != (origin.scheme, origin.host, origin.port):
@@ -194,11 +194,11 @@ def _check_url(location: str) -> str:
     try:
         parts = urlsplit(location)
     except ValueError as exc:  # "Invalid IPv6 URL", a bad port
-        why = str(exc)
+        bad: str | None = str(exc)
     else:
-        why = ""
-    if why:  # raised here, not in the handler: nothing chained (see the module)
-        raise ValueError(f"location {redact_url(location)!r} is not a valid URL ({why})")
+        bad = None
+    if bad is not None:  # raised here, not in the handler: nothing chained (see the module)
+        raise ValueError(f"location {redact_url(location)!r} is not a valid URL ({bad})")
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"location {redact_url(location)!r} is not an http:// or https:// URL with a host")
     return location
