@@ -48,12 +48,12 @@ class Dataset(Generic[T_co]):
             TypeError: the dataset has no ``__len__`` (at the ``iter()`` call).
             Whatever ``__getitem__`` raises, ``IndexError`` included, propagates unchanged.
         """
-        if not hasattr(type(self), "__len__"):
+        if not isinstance(self, Sized):
             raise TypeError(
                 f"{type(self).__name__} has no __len__, so it cannot be iterated: index it, "
                 "or make it an IterableDataset"
             )
-        return self._items(len(self))  # type: ignore[arg-type]
+        return self._items(len(self))
 
     def _items(self, n: int) -> Iterator[T_co]:
         for i in range(n):

@@ -27,6 +27,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -223,8 +224,9 @@ def _print_setup(args: argparse.Namespace, file: NdfFile) -> None:
     print(header)
 
 
-def _loader_epoch(args: argparse.Namespace, loader: DataLoader, epoch: int) -> tuple[int, int, float]:
-    """One epoch through the loader: (rows, bytes of rows, seconds)."""
+def _loader_epoch(args: argparse.Namespace, loader: Any, epoch: int) -> tuple[int, int, float]:
+    """One epoch through the loader (a ``DataLoader``; ``Any`` because its epoch iterator's
+    type declares no ``__next__``): (rows, bytes of rows, seconds)."""
     rows = nbytes = 0
     with progress(args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}") as bar:
         t0 = time.perf_counter()

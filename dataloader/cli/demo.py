@@ -54,7 +54,6 @@ from dataloader.cli._torch_demo import run_torch_demo
 from dataloader.cli.convert import write_ndf
 from dataloader.collate import default_collate
 from dataloader.dataset import Subset
-from dataloader.loader import DataLoader
 from dataloader.ndf import NdfDataset, NdfFile
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
@@ -211,9 +210,10 @@ def _split(args: argparse.Namespace, path: str, file: NdfFile) -> tuple[Subset, 
 
 
 def _train_epoch(
-    args: argparse.Namespace, model: SoftmaxRegression, train: DataLoader, epoch: int
+    args: argparse.Namespace, model: SoftmaxRegression, train: Any, epoch: int
 ) -> tuple[float, float]:
-    """One epoch of steps over ``train``: (mean loss, seconds)."""
+    """One epoch of steps over ``train`` (a ``DataLoader``; ``Any`` because its epoch
+    iterator's type declares no ``__next__``): (mean loss, seconds)."""
     losses = []
     t0 = time.perf_counter()
     with progress(
