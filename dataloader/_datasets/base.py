@@ -59,7 +59,9 @@ class Dataset(Generic[T_co]):
         for i in range(n):
             yield self[i]
 
-    def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
+    def __add__(self, other: Dataset[T_co]) -> Dataset[T_co]:
+        """``self`` then ``other``: a :class:`ConcatDataset` here, a :class:`ChainDataset` for
+        an :class:`IterableDataset` (hence the return type is the common base)."""
         return ConcatDataset([self, other])
 
 
@@ -74,7 +76,7 @@ class IterableDataset(Dataset[T_co], Iterable[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
     # PyTorch's API: iterable + iterable chains them (not a ConcatDataset, hence the override).
-    def __add__(self, other: Dataset[T_co]) -> ChainDataset:  # type: ignore[override]
+    def __add__(self, other: Dataset[T_co]) -> ChainDataset:
         return ChainDataset([self, other])
 
 
