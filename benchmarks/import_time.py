@@ -47,7 +47,7 @@ def import_us(python: str, module: str) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
         [python, "-X", "importtime", "-c", f"import {module}"],
-        capture_output=True, text=True, env=env, timeout=120, check=False,
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120, check=False,
     )
     for line in done.stderr.splitlines() if done.returncode == 0 else ():
         fields = [f.strip() for f in line.split("|")]
