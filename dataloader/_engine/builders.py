@@ -67,6 +67,7 @@ def map_builder(build: MapBuild, epoch_key: tuple[int, int]) -> tuple[Builder, t
         TypeError: the dataset's ``__batch_rows__`` returned something else than ``BatchRows``.
     """
     ds, collate, transform = build.dataset, build.collate_fn, build.transform
+    fetch: Builder
     if build.async_loop is not None:
         from dataloader._engine.async_build import AsyncFetcher, AsyncItems  # lazy: asyncio only for async datasets
 

@@ -146,7 +146,7 @@ class Epoch(EpochIterator):
         self._pool: WorkerPool | None = pool
         self._window = Window(window, source.owners, usable_cpus())
         self._source: WorkSource | None = source
-        # Native batches (an ArrayDataset on the native batch path): workers build them with no
+        # Native batches (a native_rows builder, _engine/native.py): workers build them with no
         # Python, and the consumer builds them too while the batch it needs is not ready.
         self._help_rec = help_rec
         native = source.native if help_rec is not None else None

@@ -112,7 +112,7 @@ class StreamItems:
     """
 
     skips = True  # taken() is False for a stream's END
-    native = None  # a stream's batches are built from its iterator, by its own worker
+    native: NativeJobs | None = None  # a stream's batches are built from its iterator, by its own worker
 
     def __init__(
         self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int, stats: EpochStats

@@ -64,7 +64,7 @@ def jobs_collate(rows: BatchRows) -> bool:
         return False
     finally:
         jobs.drop(0)
-    return collate_columns(one, 1) is not None
+    return one is not None and collate_columns(one, 1) is not None
 
 
 class GatherFetcher(Builder):
