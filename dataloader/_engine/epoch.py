@@ -50,9 +50,9 @@ from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
-from dataloader._engine.outcome import Failure, interrupted
 from dataloader._engine.errors import INTERRUPTS, timeout_error
 from dataloader._engine.iterator import EpochIterator, Forks, WorkSource, forked_error
+from dataloader._engine.outcome import Failure, interrupted
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
