@@ -19,6 +19,7 @@ from dataloader._engine.stats import LoaderStats
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import (
     ArrayDataset,
+    BatchRows,
     BatchedItems,
     ChainDataset,
     ConcatDataset,
@@ -114,6 +115,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ArrayDataset",
     "AsyncDataset",
+    "BatchRows",
     "BatchSampler",
     "BatchedItems",
     "CenterCrop",
