@@ -1,7 +1,7 @@
-"""Shared fakes and helpers of the test suite: ``from _support import ...``.
+"""Shared fakes and helpers of the test suite: ``from tests._support import ...``.
 
-A plain module, not ``conftest.py``: ``tests/torch_compat`` has a conftest of its own, so
-``from conftest import`` would name whichever conftest was imported first.
+A module of the ``tests`` package, not ``conftest.py``: ``tests/torch`` has a conftest of its
+own, so ``from conftest import`` would name whichever conftest was imported first.
 """
 
 from __future__ import annotations

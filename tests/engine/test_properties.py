@@ -1,0 +1,185 @@
+"""Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True), "auto"
+included, gives the
+sequential loader's output — the same batches, and errors of the same type at the same places —
+for map-style and for iterable epochs (both run on the one engine)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests._support import RecordingDataset, collect
+from dataloader import ArrayDataset, IterableDataset, get_worker_info
+from dataloader._engine import autotune
+from dataloader.loader import DataLoader
+
+
+class BatchedRecording(RecordingDataset):
+    """The same items through ``__getitems__`` (one call per batch)."""
+
+    def __getitems__(self, indices):
+        return [self[i] for i in indices]
+
+
+_EAGER_LOCK = threading.Lock()
+_eager_users = 0
+_eager_saved: tuple = ()
+
+
+@contextlib.contextmanager
+def eager_autotune():
+    """``num_workers="auto"`` deciding after every batch, on a pool of 4: short epochs then
+    admit and withdraw workers mid-epoch (a hypothesis test cannot take monkeypatch).
+    Reference-counted under a lock: copies of this test may run at once (pytest-run-parallel)."""
+    global _eager_users, _eager_saved
+    with _EAGER_LOCK:
+        if _eager_users == 0:
+            _eager_saved = autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers
+            autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = 0.0, 1, lambda: 4
+        _eager_users += 1
+    try:
+        yield
+    finally:
+        with _EAGER_LOCK:
+            _eager_users -= 1
+            if _eager_users == 0:
+                autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = _eager_saved
+
+
+def _normalise(out):
+    return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
+
+
+examples = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# What both properties draw: the epoch, the failing and slow items.
+EPOCHS = dict(
+    n=st.integers(0, 60),
+    batch_size=st.integers(1, 9),
+    drop_last=st.booleans(),
+    fail=st.sets(st.integers(0, 59), max_size=4),
+    slow=st.sets(st.integers(0, 59), max_size=3),
+)
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(
+    **EPOCHS,
+    shuffle=st.booleans(),
+    num_workers=st.one_of(st.integers(0, 8), st.just("auto")),  # "auto": the gated pool, and its probe
+    prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
+    item_concurrency=st.integers(1, 4),
+    batched=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_equals_the_sequential_loader(
+    n, batch_size, drop_last, shuffle, fail, slow, num_workers, prefetch_depth, item_concurrency, batched, seed
+):
+    cls = BatchedRecording if batched else RecordingDataset
+    shuffle = shuffle and n > 0  # RandomSampler rejects an empty dataset, as in PyTorch
+    fail = {i for i in fail if i < n}
+    delay = {i: 0.002 for i in slow if i < n}
+
+    def run(**kw):
+        ds = cls(n, fail=fail, delay_s=delay)
+        loader = DataLoader(ds, batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed, **kw)
+        out = _normalise(collect(loader))
+        loader.close()
+        return out
+
+    expected = run()
+    with eager_autotune():
+        got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)
+    assert got == expected
+    n_batches = n // batch_size if drop_last else -(-n // batch_size)
+    assert len(expected) == n_batches  # never a short epoch: failed batches still count
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(
+    **{k: v for k, v in EPOCHS.items() if k not in ("fail", "slow")},
+    shuffle=st.booleans(),
+    num_workers=st.one_of(st.integers(0, 4), st.just("auto")),
+    prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
+    item_concurrency=st.integers(1, 3),  # 1: the native batch path (_engine/build.py), else lanes
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampler_order(
+    n, batch_size, drop_last, shuffle, num_workers, prefetch_depth, item_concurrency, seed
+):
+    shuffle = shuffle and n > 0
+    x = np.arange(n * 3, dtype=np.float64).reshape(n, 3) / 4
+    epoch = dict(batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed)
+    # The sampler's order, from the general per-item path (items [i, 2i]).
+    order = [v[:, 0] for _, v in collect(DataLoader(RecordingDataset(n), **epoch))]
+    with eager_autotune():
+        loader = DataLoader(
+            ArrayDataset(x, np.arange(n)), num_workers=num_workers, prefetch_depth=prefetch_depth,
+            item_concurrency=item_concurrency, **epoch,
+        )
+        got = collect(loader)
+        loader.close()
+    assert [kind for kind, _ in got] == ["batch"] * len(order)
+    for (_, (rows, ids)), idx in zip(got, order, strict=True):
+        assert ids.tolist() == idx.tolist()
+        assert rows.tobytes() == x[idx].tobytes() and rows.shape == (len(idx), 3)
+
+
+class BlockStream(IterableDataset):
+    """``range(n)`` cut into blocks of ``block`` items, block ``j`` read by worker
+    ``j % num_workers``: round-robin over the workers' batches (PyTorch's order) then gives
+    the sequential order back, so every worker configuration must equal ``num_workers=0``."""
+
+    def __init__(self, n, block, slow):
+        self.n, self.block, self.slow = n, block, slow
+
+    def __iter__(self):
+        info = get_worker_info()
+        w, nw = (0, 1) if info is None else (info.id, info.num_workers)
+        for start in range(w * self.block, self.n, nw * self.block):
+            for value in range(start, min(start + self.block, self.n)):
+                if value in self.slow:
+                    time.sleep(0.002)
+                yield value
+
+
+def _collate_failing_on(fail):
+    def collate(items):
+        bad = sorted(set(items) & fail)
+        if bad:
+            raise ValueError(bad[0])
+        return np.asarray(items, dtype=np.int64)
+
+    return collate
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(**EPOCHS, num_workers=st.integers(1, 8), prefetch_depth=st.integers(0, 4))
+def test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loader(
+    n, batch_size, drop_last, fail, slow, num_workers, prefetch_depth
+):
+    fail = {i for i in fail if i < n}
+
+    def run(**kw):
+        loader = DataLoader(
+            BlockStream(n, batch_size, frozenset(slow)), batch_size=batch_size, drop_last=drop_last,
+            collate_fn=_collate_failing_on(fail), **kw,
+        )
+        out = _normalise(collect(loader))
+        loader.close()
+        return out
+
+    expected = run()
+    # drop_last drops each worker's short batch; only the last block can be short here.
+    got = run(num_workers=num_workers, prefetch_depth=prefetch_depth)
+    assert got == expected
+    n_batches = n // batch_size if drop_last else -(-n // batch_size)
+    assert len(expected) == n_batches
