@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests._support import RecordingDataset, collect
-from dataloader.dataset import ArrayDataset
+from dataloader.dataset import ArrayDataset, IterableDataset
 from dataloader.loader import DataLoader
 
 pytestmark = pytest.mark.timeout(60)
@@ -324,3 +324,76 @@ def test_stopiteration_in_getitem_is_not_a_short_epoch(num_workers: int) -> None
     with pytest.raises(RuntimeError):
         list(dl)
     dl.close()
+
+
+class Boom(BaseException):
+    pass
+
+
+class BaseExceptionSampler:
+    """Yields 0..19 and raises ``Boom`` (a BaseException) in place of index ``at``."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def __len__(self):
+        return 20
+
+    def __iter__(self):
+        for i in range(20):
+            if i == self.at:
+                raise Boom("from the sampler")
+            yield i
+
+
+def _drain_positions(loader):
+    it = iter(loader)
+    got, raised = [], []
+    for _ in range(40):
+        try:
+            got.append(int(next(it)[0]))
+        except StopIteration:
+            break
+        except Boom:
+            raised.append(len(got))
+    loader.close()
+    return got, raised
+
+
+# A BaseException (KeyboardInterrupt, SystemExit, a user subclass) from the sampler, with any
+# num_workers, is as with num_workers=0: the batches before it in order, none lost, then the
+# exception at its position, then the end of the epoch; in the first fill, next() raises it
+# (iter() does not).
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_sampler_base_exception_loses_no_batch_and_is_raised_at_its_position(num_workers):
+    sampler = BaseExceptionSampler(10)
+    got, raised = _drain_positions(DataLoader(list(range(20)), batch_size=1, num_workers=num_workers, sampler=sampler))
+    assert got == list(range(10))
+    assert raised == [10]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_sampler_base_exception_in_the_first_fill_is_raised_by_next_not_iter(num_workers):
+    loader = DataLoader(list(range(20)), batch_size=1, num_workers=num_workers, sampler=BaseExceptionSampler(2))
+    it = iter(loader)
+    assert int(next(it)[0]) == 0
+    assert int(next(it)[0]) == 1
+    with pytest.raises(Boom):
+        next(it)
+    loader.close()
+
+
+# An IterableDataset whose __iter__ raises StopIteration is a RuntimeError from next(), never an
+# empty epoch (torch lets it escape iter(loader)).
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_stopiteration_from_iter_dataset_is_a_runtime_error_not_an_empty_epoch(num_workers):
+    class Bad(IterableDataset):
+        def __iter__(self):
+            raise StopIteration
+    loader = DataLoader(Bad(), batch_size=2, num_workers=num_workers)
+    with pytest.raises(RuntimeError):
+        list(loader)
+    loader.close()

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests._support import collect
-from dataloader import DataLoader, DistributedSampler, get_worker_info
+from dataloader import DataLoader, DistributedSampler, IterableDataset, get_worker_info
 from dataloader._context import epoch_seed
 from dataloader._engine.pool import WorkerPool
 from dataloader._native._ring import Window
@@ -285,3 +285,31 @@ def test_thread_start_failure_does_not_leak_workers(monkeypatch: pytest.MonkeyPa
             break
         time.sleep(0.05)
     assert leaked == []
+
+
+def _init_raising_stopiteration(worker_id):
+    raise StopIteration
+
+
+class _Range8(IterableDataset):
+    def __iter__(self):
+        return iter(range(8))
+
+
+# A worker_init_fn raising StopIteration never ends an epoch silently (no batch, no error): as
+# for __getitem__ and collate_fn, next() raises a RuntimeError, map-style and iterable alike.
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kw", [dict(num_workers=1), dict(num_workers=2), dict(num_workers=1, item_concurrency=2)])
+def test_a_worker_init_fn_raising_stopiteration_fails_a_map_epoch_with_runtime_error(kw):
+    loader = DataLoader(list(range(8)), batch_size=2, worker_init_fn=_init_raising_stopiteration, **kw)
+    with pytest.raises(RuntimeError):
+        list(loader)
+    loader.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_init_fn_raising_stopiteration_fails_an_iterable_epoch_with_runtime_error():
+    loader = DataLoader(_Range8(), batch_size=2, num_workers=2, worker_init_fn=_init_raising_stopiteration)
+    with pytest.raises(RuntimeError):
+        list(loader)
+    loader.close()

@@ -5,7 +5,11 @@ drops them, without the cyclic garbage collector.
 The exception raised for a batch carries a traceback through the frames that built it; a
 frame holding the exception in a local (kept while re-raised) makes a cycle that keeps every
 object those frames refer to, and an async epoch's builder refers to the loader.
-(tests/engine/test_epoch_with_failed_batch_frees_its_threads_without_gc.py: the worker side.)
+
+On the worker side, an object is freed on free-threaded builds by the thread that created it
+(biased reference counting); the exception was made on a worker that sleeps in claim() until
+the epoch is finalized, so a traceback that held the epoch's frames would keep both alive until
+gc ran: Epoch.__next__ raises a carried exception from a frame that no longer holds the epoch.
 """
 
 from __future__ import annotations
@@ -159,6 +163,40 @@ def test_a_failed_epoch_is_freed_while_its_loader_lives(path, num_workers):
         assert all(r() is None for r in refs), "an epoch was kept until gc.collect()"
     finally:
         loader.close()
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
+class _FailsFirst:
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        if i == 0:
+            raise ValueError(i)
+        return i
+
+
+@pytest.mark.timeout(60)
+def test_an_epoch_whose_next_raised_ends_its_worker_threads_without_gc():
+    before = threading.active_count()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(50):
+            loader = DataLoader(_FailsFirst(), batch_size=2, num_workers=2)
+            try:
+                for _batch in loader:
+                    pass
+            except ValueError:
+                pass
+            del loader
+        deadline = time.monotonic() + 5
+        while threading.active_count() > before + 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() <= before + 2, f"{threading.active_count() - before} threads still alive"
+    finally:
         if enabled:
             gc.enable()
         gc.collect()
