@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tests._support import run_python
-from tests.cli.test_convert import read_back, table, write_csv  # noqa: F401 - table: a fixture
+from tests.cli._convert import read_back, write_csv
 
 import dataloader.ndf as ndf
 

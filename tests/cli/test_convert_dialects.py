@@ -9,7 +9,7 @@ from importlib import resources
 
 import numpy as np
 import pytest
-from tests.cli.test_convert import assert_failed_cleanly, convert, read_back
+from tests.cli._convert import assert_failed_cleanly, convert, read_back
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.cli.test_convert import assert_failed_cleanly, convert
+from tests.cli._convert import assert_failed_cleanly, convert
 
 import dataloader.ndf as ndf
 from dataloader import DataLoader

@@ -24,13 +24,8 @@ import pytest
 
 from dataloader import AsyncDataset, DataLoader, Dataset, ItemCancelledError
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.async_loop import ASYNC_THREAD_NAME
 
-from tests._support import collect
-
-
-def loop_threads():
-    return [t for t in threading.enumerate() if t.name == ASYNC_THREAD_NAME]
+from tests._support import collect, loop_threads
 
 
 def wait_until(predicate, timeout_s=10.0):

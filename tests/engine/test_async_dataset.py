@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from dataloader import AsyncDataset, DataLoader, Dataset
 from dataloader._engine.async_loop import ASYNC_THREAD_NAME
 
-from tests._support import collect
+from tests._support import batches_as_lists, collect, loop_threads
 
 
 class Sleepy(AsyncDataset):
@@ -52,10 +52,6 @@ class Sleepy(AsyncDataset):
 
     async def aclose(self):
         self.aclosed += 1
-
-
-def loop_threads():
-    return [t for t in threading.enumerate() if t.name == ASYNC_THREAD_NAME]
 
 
 @pytest.mark.timeout(60)
@@ -321,10 +317,6 @@ class _Items(AsyncDataset):
         return np.array([index, 2 * index], dtype=np.int64)
 
 
-def _normalise(out):
-    return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
-
-
 @pytest.mark.timeout(300)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -352,7 +344,7 @@ def test_any_configuration_gives_the_sequential_batches_and_error_positions(
     def run(**kw):
         with DataLoader(_Items(n, fail), batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed,
                         transform=transform, **kw) as loader:
-            return _normalise(collect(loader))
+            return batches_as_lists(collect(loader))
 
     expected = run()
     got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)

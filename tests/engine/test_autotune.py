@@ -8,9 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from dataloader import ArrayDataset, DataLoader, IterableDataset, get_worker_info
+from dataloader import ArrayDataset, DataLoader, get_worker_info
 from dataloader._engine import autotune
 from dataloader._engine.autotune import AutoTuner, EpochTune, auto_max_workers
+from tests._support import RangeStream, SleepyDataset
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -193,15 +194,8 @@ def test_auto_grows_past_one_worker_for_items_that_wait(monkeypatch):
     # Items that sleep: a second worker doubles throughput whatever the machine's load.
     monkeypatch.setattr(autotune, "auto_max_workers", lambda: 3)
 
-    class Sleepy:
-        def __len__(self):
-            return 400
-
-        def __getitem__(self, i):
-            time.sleep(0.004)  # long enough that the sleep, not a loaded runner's noise, decides
-            return i
-
-    loader = DataLoader(Sleepy(), batch_size=2, num_workers="auto")
+    # 4 ms an item: long enough that the sleep, not a loaded runner's noise, decides
+    loader = DataLoader(SleepyDataset(400, delay_s=0.004), batch_size=2, num_workers="auto")
     tuner = loader._plan.tuner
     for _ in range(3):  # a probe a burst of load spoiled is tried again in the next epoch
         assert sum(len(b) for b in loader) == 400
@@ -226,12 +220,8 @@ def test_closing_an_auto_epoch_releases_gated_workers_promptly(monkeypatch):
 
 
 def test_auto_options_are_validated():
-    class Stream(IterableDataset):
-        def __iter__(self):
-            return iter(range(3))
-
     with pytest.raises(ValueError, match="IterableDataset"):
-        DataLoader(Stream(), num_workers="auto")
+        DataLoader(RangeStream(3), num_workers="auto")
     with pytest.raises(ValueError, match="'many'"):
         DataLoader(ArrayDataset(np.zeros(3)), num_workers="many")
     with pytest.raises(TypeError, match=r"int >= 0 or 'auto', got float 2\.0"):

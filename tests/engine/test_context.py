@@ -14,8 +14,9 @@ import threading
 import numpy as np
 import pytest
 
-from dataloader import DataLoader, IterableDataset, get_worker_info, item_rng
+from dataloader import DataLoader, get_worker_info, item_rng
 from dataloader._context import epoch_seed
+from tests._support import RangeStream
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -195,18 +196,13 @@ def test_item_rng_explicit_index_outside_a_loader_uses_seed_0_epoch_0():
         item_rng(1.5)
 
 
-class Stream(IterableDataset):
-    def __iter__(self):
-        return iter(range(4))
-
-
 @pytest.mark.parametrize(
     "make_loader",
     [
         lambda: DataLoader(RngDataset(6), batch_size=2, seed=7),
         lambda: DataLoader(RngDataset(6), batch_size=2, seed=7, item_concurrency=2),
         lambda: DataLoader(RngDataset(6), batch_size=None, seed=7),
-        lambda: DataLoader(Stream(), batch_size=2, seed=7),
+        lambda: DataLoader(RangeStream(4), batch_size=2, seed=7),
     ],
     ids=["map", "map-lanes", "map-unbatched", "iterable"],
 )

@@ -24,7 +24,7 @@ import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
 import dataloader.loader as loader_module
 from tests._fork import fork_and_wait
-from tests._support import RecordingDataset
+from tests._support import RangeStream, RecordingDataset
 from dataloader import DataLoader, IterableDataset
 
 pytestmark = pytest.mark.timeout(120)
@@ -74,11 +74,7 @@ def _fork_and_wait(child) -> int:
 @needs_fork
 @pytest.mark.parametrize("iterable", [False, True])
 def test_a_loader_iterated_before_fork_works_in_the_child(iterable):
-    class Stream(IterableDataset):
-        def __iter__(self):
-            return iter(range(8))
-
-    loader = DataLoader(Stream() if iterable else list(range(8)), batch_size=2, num_workers=2)
+    loader = DataLoader(RangeStream(8) if iterable else list(range(8)), batch_size=2, num_workers=2)
     expected = [b.tolist() for b in loader]
 
     def child():

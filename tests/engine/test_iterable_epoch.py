@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 import pytest
 
-from tests._support import collect
+from tests._support import RangeStream, collect, shard
 from dataloader import DataLoader, IterableDataset, get_worker_info
 from tests._iterators import Resumable
 
@@ -52,14 +52,6 @@ class NoLen(IterableDataset):
     def __iter__(self):
         lo, hi = shard(0, 7, get_worker_info())
         return iter(range(lo, hi))
-
-
-def shard(start, end, info):
-    if info is None:
-        return start, end
-    per_worker = math.ceil((end - start) / info.num_workers)
-    lo = start + info.id * per_worker
-    return lo, min(lo + per_worker, end)
 
 
 def worker_streams(n, num_workers, batch_size, drop_last, fail_at=None, collate_fails=()):
@@ -202,16 +194,11 @@ def test_len_without_dataset_len_raises_type_error_but_iteration_works(num_worke
 # -- duplicates without sharding -------------------------------------------------------------
 
 
-class Unsharded(IterableDataset):
-    def __iter__(self):
-        return iter(range(6))
-
-
 @pytest.mark.parametrize("num_workers", [1, 2, 3])
 def test_a_dataset_that_does_not_shard_yields_its_items_once_per_worker(num_workers):
     """Every worker runs its own ``iter(dataset)``; a dataset that ignores ``get_worker_info()``
     is read once per worker.  PyTorch does the same (its documentation warns about it)."""
-    loader = DataLoader(Unsharded(), batch_size=4, num_workers=num_workers)
+    loader = DataLoader(RangeStream(6), batch_size=4, num_workers=num_workers)
     flat = [v for b in loader for v in b.tolist()]
     assert sorted(flat) == sorted(list(range(6)) * num_workers)
     loader.close()

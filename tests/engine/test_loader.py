@@ -8,16 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from dataloader.dataset import ArrayDataset, IterableDataset
+from dataloader.dataset import ArrayDataset
 from dataloader.loader import DataLoader
 from dataloader.sampler import BatchSampler, SequentialSampler
+from tests._support import RangeStream
 
 DS = ArrayDataset(np.arange(20.0).reshape(10, 2), np.arange(10))
-
-
-class Stream(IterableDataset):
-    def __iter__(self):
-        return iter(range(5))
 
 
 # -- one test per argument rule -----------------------------------------------------
@@ -65,7 +61,7 @@ def test_bad_arguments(kwargs, exc, match):
 @pytest.mark.parametrize("kwargs", [dict(shuffle=True), dict(sampler=[0]), dict(batch_sampler=[[0]])])
 def test_iterable_dataset_rejects_sampling_options(kwargs):
     with pytest.raises(ValueError, match="IterableDataset"):
-        DataLoader(Stream(), **kwargs)
+        DataLoader(RangeStream(5), **kwargs)
 
 
 def test_dataset_without_getitem_or_iterable_base():

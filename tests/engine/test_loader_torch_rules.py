@@ -5,12 +5,12 @@ length warnings, the timeout wording and read-only ``WorkerInfo``."""
 from __future__ import annotations
 
 import os
-import time
 
 import numpy as np
 import pytest
 
-from dataloader import DataLoader, IterableDataset, WorkerInfo, get_worker_info
+from dataloader import DataLoader, WorkerInfo, get_worker_info
+from tests._support import SizedRangeStream, SleepyDataset
 
 pytestmark = pytest.mark.timeout(30)
 DS = list(range(10))
@@ -71,32 +71,15 @@ def test_workers_up_to_the_cpu_count_do_not_warn(recwarn):
     assert not [w for w in recwarn if "will create" in str(w.message)]
 
 
-class Slow:
-    def __len__(self):
-        return 4
-
-    def __getitem__(self, i):
-        time.sleep(1.0)
-        return i
-
-
 def test_timeout_leads_with_torchs_wording():
-    with DataLoader(Slow(), num_workers=1, timeout=0.05) as loader:
+    with DataLoader(SleepyDataset(4, delay_s=1.0), num_workers=1, timeout=0.05) as loader:
         with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0\.05 seconds: batch 0 was not ready"):
             next(iter(loader))
 
 
-class Unsharded(IterableDataset):
-    def __len__(self):
-        return 6
-
-    def __iter__(self):
-        return iter(range(6))
-
-
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_an_iterable_longer_than_its_len_warns_once(num_workers):
-    with DataLoader(Unsharded(), num_workers=num_workers) as loader:
+    with DataLoader(SizedRangeStream(6), num_workers=num_workers) as loader:
         if num_workers == 0:
             assert len(list(loader)) == 6  # exactly len(dataset): no warning
             return

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from tests._support import collect
-from dataloader import DataLoader, DistributedSampler, IterableDataset, get_worker_info
+from tests._support import RangeStream, collect
+from dataloader import DataLoader, DistributedSampler, get_worker_info
 from dataloader._context import epoch_seed
 from dataloader._engine.pool import WorkerPool
 from dataloader._native._ring import Window
@@ -291,11 +291,6 @@ def _init_raising_stopiteration(worker_id):
     raise StopIteration
 
 
-class _Range8(IterableDataset):
-    def __iter__(self):
-        return iter(range(8))
-
-
 # A worker_init_fn raising StopIteration never ends an epoch silently (no batch, no error): as
 # for __getitem__ and collate_fn, next() raises a RuntimeError, map-style and iterable alike.
 @pytest.mark.timeout(30)
@@ -309,7 +304,7 @@ def test_a_worker_init_fn_raising_stopiteration_fails_a_map_epoch_with_runtime_e
 
 @pytest.mark.timeout(30)
 def test_a_worker_init_fn_raising_stopiteration_fails_an_iterable_epoch_with_runtime_error():
-    loader = DataLoader(_Range8(), batch_size=2, num_workers=2, worker_init_fn=_init_raising_stopiteration)
+    loader = DataLoader(RangeStream(8), batch_size=2, num_workers=2, worker_init_fn=_init_raising_stopiteration)
     with pytest.raises(RuntimeError):
         list(loader)
     loader.close()

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests._support import RecordingDataset, collect
+from tests._support import RecordingDataset, batches_as_lists, collect
 from dataloader import ArrayDataset, IterableDataset, get_worker_info
 from dataloader._engine import autotune
 from dataloader.loader import DataLoader
@@ -52,10 +52,6 @@ def eager_autotune():
                 autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = _eager_saved
 
 
-def _normalise(out):
-    return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
-
-
 examples = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # What both properties draw: the epoch, the failing and slow items.
 EPOCHS = dict(
@@ -89,7 +85,7 @@ def test_any_worker_configuration_equals_the_sequential_loader(
     def run(**kw):
         ds = cls(n, fail=fail, delay_s=delay)
         loader = DataLoader(ds, batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed, **kw)
-        out = _normalise(collect(loader))
+        out = batches_as_lists(collect(loader))
         loader.close()
         return out
 
@@ -173,7 +169,7 @@ def test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loa
             BlockStream(n, batch_size, frozenset(slow)), batch_size=batch_size, drop_last=drop_last,
             collate_fn=_collate_failing_on(fail), **kw,
         )
-        out = _normalise(collect(loader))
+        out = batches_as_lists(collect(loader))
         loader.close()
         return out
 

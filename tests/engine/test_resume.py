@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests._support import RecordingDataset
+from tests._support import RecordingDataset, json_roundtrip
 from dataloader import IterableDataset, get_worker_info
 from dataloader.distributed import DistributedSampler
 from dataloader._rng import rng_for
@@ -40,10 +40,6 @@ def take(it, k=None):
 
 def epochs(loader, count):
     return [take(iter(loader)) for _ in range(count)]
-
-
-def roundtrip(sd):
-    return json.loads(json.dumps(sd))
 
 
 @pytest.mark.timeout(600)
@@ -88,7 +84,7 @@ def test_resumed_loader_yields_the_rest_of_an_uninterrupted_run(
             seen[-1] += take(it)  # StopIteration seen: the state is the next epoch's start
             epoch, k_in = epoch + 1, 0
             seen.append([])
-        sd = roundtrip(first.state_dict())
+        sd = json_roundtrip(first.state_dict())
         it.close()
     assert sd["epoch"] == epoch and sd["yielded"] == k_in
     with loader(1) as second:
@@ -122,7 +118,7 @@ def test_state_dict_is_small_json_and_names_its_parts():
     it = iter(loader)
     take(it, 3)
     sd = loader.state_dict()
-    assert sd == roundtrip(sd)
+    assert sd == json_roundtrip(sd)
     assert {k: sd[k] for k in ("version", "seed", "epoch", "yielded", "dataset")} == {
         "version": 2, "seed": 11, "epoch": 0, "yielded": 3, "dataset": None
     }
@@ -185,7 +181,7 @@ def test_a_user_sampler_is_fast_forwarded_by_drawing_the_yielded_batches(make):
     first = DataLoader(ds, batch_size=3, sampler=make())
     it = iter(first)
     head = take(it, 2)
-    sd = roundtrip(first.state_dict())
+    sd = json_roundtrip(first.state_dict())
     sampler = make()
     again = DataLoader(ds, batch_size=3, sampler=sampler, num_workers=2)
     again.load_state_dict(sd)
@@ -218,7 +214,7 @@ def test_distributed_sampler_state_follows_set_epoch():
     it = iter(first)
     head = take(it, 2)
     again = loader()
-    again.load_state_dict(roundtrip(first.state_dict()))
+    again.load_state_dict(json_roundtrip(first.state_dict()))
     assert head + take(iter(again)) == full
 
 
@@ -229,7 +225,7 @@ def test_batch_size_none_resumes_per_index():
     it = iter(first)
     head = take(it, 4)
     again = DataLoader(ds, batch_size=None, shuffle=True, seed=2, num_workers=2)
-    again.load_state_dict(roundtrip(first.state_dict()))
+    again.load_state_dict(json_roundtrip(first.state_dict()))
     assert head + take(iter(again)) == full
     again.close()
 
@@ -279,7 +275,7 @@ def test_an_iterable_dataset_resumes_with_num_workers_0(cls):
     first = DataLoader(cls(11), batch_size=3)
     it = iter(first)
     head = take(it, 2)
-    sd = roundtrip(first.state_dict())
+    sd = json_roundtrip(first.state_dict())
     assert sd["dataset"] == ({"next": 6} if cls is StatefulStream else None)
     again = DataLoader(cls(11), batch_size=3)
     again.load_state_dict(sd)
@@ -300,7 +296,7 @@ def test_a_stateful_iterable_dataset_resumes_per_worker(num_workers, k, prefetch
     with loader() as first:
         it = iter(first)
         head = take(it, k)
-        sd = roundtrip(first.state_dict())
+        sd = json_roundtrip(first.state_dict())
         it.close()
     with loader() as again:
         again.load_state_dict(sd)

@@ -13,7 +13,6 @@ in the state.
 from __future__ import annotations
 
 import _thread
-import json
 import threading
 import time
 
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 
 from dataloader import DataLoader, default_collate
 from dataloader.sampler import Sampler
+from tests._support import json_roundtrip
 
 INTERRUPTS = (KeyboardInterrupt, SystemExit, GeneratorExit)
 SITES = ("sampler", "getitem", "transform", "collate")
@@ -125,10 +125,6 @@ def epoch_list(loader):
     return seen
 
 
-def roundtrip(sd):
-    return json.loads(json.dumps(sd))
-
-
 @pytest.mark.timeout(300)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -149,7 +145,7 @@ def test_an_interrupt_at_any_point_resumes_exactly(
         full = [epoch_list(reference), epoch_list(reference)]
     with make(n, batch_size, workers, site, Trip(at, exc), fail, item_concurrency) as first:
         seen, interrupted = interrupted_run(first)
-        sd = roundtrip(first.state_dict())
+        sd = json_roundtrip(first.state_dict())
     assert (sd["epoch"], sd["yielded"]) == ((0, len(seen)) if interrupted else (1, 0))
     with make(n, batch_size, resumed_workers, fail=fail) as again:
         again.load_state_dict(sd)
@@ -212,7 +208,7 @@ def test_ctrl_c_while_next_waits_for_workers_does_not_move_the_position(num_work
         ds.ready.set()
         with pytest.raises(KeyboardInterrupt):
             next(it)  # blocked until the Ctrl-C: batch 4 is not ready
-        sd = roundtrip(loader.state_dict())
+        sd = json_roundtrip(loader.state_dict())
     assert sd["yielded"] == 4
     again = DataLoader(Items(30), batch_size=2, num_workers=2)
     again.load_state_dict(sd)

@@ -18,6 +18,7 @@ import pytest
 
 from dataloader import DataLoader, IterableDataset, get_worker_info
 from dataloader.sampler import Sampler
+from tests._support import json_roundtrip
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,10 +56,6 @@ def take(it, k=None):
     return out
 
 
-def roundtrip(sd):
-    return json.loads(json.dumps(sd))
-
-
 @pytest.mark.parametrize("num_workers", [0, 1, 2, 3])
 @pytest.mark.parametrize("k", [1, 3, 6])
 def test_a_dataset_returning_its_live_state_dict_resumes_exactly(num_workers, k):
@@ -76,7 +73,7 @@ def test_a_dataset_returning_its_live_state_dict_resumes_exactly(num_workers, k)
         assert json.dumps(sd) == saved
         it.close()
     with loader() as again:
-        again.load_state_dict(roundtrip(sd))
+        again.load_state_dict(json_roundtrip(sd))
         assert head + take(iter(again)) == full
 
 
@@ -104,7 +101,7 @@ def test_ctrl_c_while_a_stream_batch_is_drawn_resumes_at_that_batch(at):
     seen = []
     with pytest.raises(KeyboardInterrupt):
         seen.extend(take(iter(loader)))
-    sd = roundtrip(loader.state_dict())
+    sd = json_roundtrip(loader.state_dict())
     again = DataLoader(LiveStream(20), batch_size=3)
     again.load_state_dict(sd)
     assert take(iter(again)) == full[sd["yielded"]:]
@@ -141,7 +138,7 @@ def test_a_sampler_returning_its_live_state_resumes_its_epoch(num_workers):
     first = DataLoader(ds, batch_size=3, sampler=LiveEpochSampler(12), num_workers=num_workers)
     it = iter(first)
     head = take(it, 2)
-    sd = roundtrip(first.state_dict())
+    sd = json_roundtrip(first.state_dict())
     it.close()
     first.close()
     again = DataLoader(ds, batch_size=3, sampler=LiveEpochSampler(12), num_workers=num_workers)
@@ -193,5 +190,5 @@ def test_a_state_taken_on_another_thread_mid_epoch_resumes_exactly(num_workers):
     assert middle
     for sd in middle[:: max(1, len(middle) // 8)]:
         with loader() as again:
-            again.load_state_dict(roundtrip(sd))
+            again.load_state_dict(json_roundtrip(sd))
             assert full[: sd["yielded"]] + take(iter(again)) == full, sd["yielded"]

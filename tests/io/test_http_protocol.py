@@ -6,7 +6,6 @@ one (where built, as on 3.11) and its pure-Python one (the only one on 3.13t).""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 
 import pytest
@@ -17,6 +16,7 @@ from tests._http_server import RawServer  # noqa: E402
 from aiohttp import client_proto, http_parser  # noqa: E402
 from dataloader import DataLoader  # noqa: E402
 from dataloader.io import HttpDataset, Retry  # noqa: E402
+from tests._support import fetch_each
 
 FAST = Retry(max_attempts=3, initial_backoff_s=0.01, max_backoff_s=0.02, attempt_timeout_s=5.0)
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
@@ -62,22 +62,6 @@ def parser(request, monkeypatch):
     else:
         monkeypatch.setattr(client_proto, "HttpResponseParser", http_parser.HttpResponseParserPy)
     return request.param
-
-
-def fetch_each(ds):
-    """``ds[i]`` for every index on one event loop: the body or the exception."""
-
-    async def run():
-        out = []
-        for i in range(len(ds)):
-            try:
-                out.append(await ds[i])
-            except Exception as exc:  # noqa: BLE001 - the test looks at each
-                out.append(exc)
-        await ds.aclose()
-        return out
-
-    return asyncio.run(run())
 
 
 @pytest.mark.timeout(60)

@@ -16,6 +16,7 @@ from tests._http_server import FaultServer, RawServer
 from dataloader import DataLoader
 from dataloader.io import FileDataset, HttpDataset, Locations, ObjectStoreDataset, Retry, Template
 from dataloader.io._redact import redact, redact_text
+from tests._support import fetch_each
 
 SECRETS = ("alice", "hunter2", "SIGSECRET", "TOKSECRET", "AZSECRET")
 QUERY = "X-Amz-Signature=SIGSECRET&token=TOKSECRET&sig=AZSECRET&keep=1"
@@ -46,21 +47,6 @@ def assert_clean(exc):
     text = shown(exc)
     leaked = [s for s in SECRETS if s in text]
     assert not leaked, (leaked, text[-2000:])
-
-
-def fetch_each(ds):
-    async def run():
-        out = []
-        for i in range(len(ds)):
-            try:
-                out.append(await ds[i])
-            except Exception as exc:  # noqa: BLE001 - the test looks at each
-                out.append(exc)
-        if hasattr(ds, "aclose"):
-            await ds.aclose()
-        return out
-
-    return asyncio.run(run())
 
 
 # -- the rule -------------------------------------------------------------------------

@@ -13,7 +13,6 @@ processes (forked); ours are threads.
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import uuid
@@ -28,6 +27,7 @@ tud = pytest.importorskip("torch.utils.data")
 import dataloader as ours  # noqa: E402
 from tests.torch._torch_helpers import run as run_epoch  # noqa: E402
 from tests._iterators import Resumable  # noqa: E402
+from tests._support import shard
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -247,14 +247,6 @@ def test_map_style_error_positions_and_types_match_torch(num_workers, batch_size
 
 
 # -- IterableDataset ----------------------------------------------------------------------------
-
-
-def shard(start, end, info):
-    if info is None:
-        return start, end
-    per_worker = int(math.ceil((end - start) / float(info.num_workers)))
-    lo = start + info.id * per_worker
-    return lo, min(lo + per_worker, end)
 
 
 def sharded_range(base, get_worker_info):
