@@ -333,13 +333,13 @@ def test_a_same_origin_redirect_that_adds_credentials_is_refused(server):
 
 @pytest.mark.parametrize("value", ["²", "١٢", "-1", "1.5", "garbage", "", "Mon, 32 Jan 2020 00:00:00 GMT"])
 def test_retry_after_that_is_not_ascii_seconds_nor_an_http_date_is_ignored(value):
-    from dataloader.io.http import _retry_after_s
+    from dataloader.io._http_errors import retry_after_s as _retry_after_s
 
     assert _retry_after_s(value) is None
 
 
 def test_retry_after_seconds_of_any_size_are_a_number():
-    from dataloader.io.http import _retry_after_s
+    from dataloader.io._http_errors import retry_after_s as _retry_after_s
 
     assert _retry_after_s(" 7 ") == 7.0
     assert _retry_after_s("9" * 400) == float("inf")  # then capped by Retry.max_backoff_s
