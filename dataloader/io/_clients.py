@@ -6,7 +6,7 @@ copies and closing.  **A new remote kind is one file with one obligation**::
 
     class MyDataset(RemoteDataset[MyClient]):
         def __init__(self, locations, ...):
-            super().__init__(Locations(locations))      # len(dataset), dataset.locations[i]
+            super().__init__(locations)                 # len(dataset), dataset.locations[i]
 
         def _new_client(self) -> MyClient:              # 1. a client (connection pool)
             ...
@@ -42,6 +42,7 @@ import inspect
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from dataloader._datasets.asyncds import AsyncDataset
@@ -151,13 +152,18 @@ class RemoteDataset(AsyncDataset[bytes], Generic[C]):
     """Base of the remote dataset kinds: items are ``bytes`` fetched with a per-loop client.
 
     Args:
-        locations: where item ``i`` is (``locations[i]``, as the kind's ``_fetch`` takes it);
-            ``len(dataset)`` is ``len(locations)``.
+        locations: where item ``i`` is: a sequence of str, a callable or a ``Template``
+            (``Locations``); ``len(dataset)`` is their number.
+        target: what a location is, for a ``Template``'s rules and errors (``"url"``, ``"key"``).
+        check: ``check(location) -> location``, the kind's rule for a location (raising
+            ``ValueError`` for a bad one); ``_fetch`` gets what it returns.  Default: as is.
 
     The obligation of a kind (see the module): ``_new_client()`` and ``async _fetch(client,
     location) -> bytes``.  Thread-safety: item coroutines may run on several loops at once;
     each loop has its own client (``ClientCache``).
 
+    Raises (from the constructor):
+        TypeError, ValueError: see ``Locations``; a location ``check`` refuses.
     Raises (for that item's batch):
         IndexError: the index is out of range.
         Whatever ``_new_client`` or ``_fetch`` raises.
@@ -165,8 +171,8 @@ class RemoteDataset(AsyncDataset[bytes], Generic[C]):
 
     pickles: ClassVar[bool] = True  # False: pickle and deepcopy raise TypeError (see the module)
 
-    def __init__(self, locations: Locations) -> None:
-        self.locations = locations
+    def __init__(self, locations: Any, *, target: str = "location", check: Callable[[str], str] = str) -> None:
+        self.locations = Locations(locations).bind(target, check)
         self._clients: ClientCache[C] = ClientCache()
 
     def _new_client(self) -> C:

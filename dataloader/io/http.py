@@ -53,7 +53,6 @@ from dataloader.io._http_errors import (
     TRANSIENT_STATUSES, Transport, client_error, protocol_error, redirect_refused, status_error, transient,
 )
 from dataloader.io._redact import redact, redact_text, redact_url
-from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry
 
 __all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
@@ -182,7 +181,7 @@ class HttpDataset(RemoteDataset[Any]):
         self.headers = dict(headers or {})
         self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
-        super().__init__(Locations(locations).bind("url", _check_url))
+        super().__init__(locations, target="url", check=_check_url)
 
     def _new_client(self) -> Any:
         """This loop's ``aiohttp.ClientSession`` (see ``dataloader.io._clients``)."""

@@ -121,7 +121,7 @@ class ObjectStoreDataset(RemoteDataset[Any]):
             url = _store_url(_first_location(locs))
             self._prefix = url + "/"
         self.url = url
-        super().__init__(locs.bind("key", self._check_key))
+        super().__init__(locs, target="key", check=self._check_key)
         if store is None:
             import obstore.store  # lazy: an optional dependency, on first use
 
