@@ -37,16 +37,18 @@ is here.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from dataloader._datasets.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
+
+if TYPE_CHECKING:
+    from asyncio import AbstractEventLoop
 
 __all__ = ["ClientCache", "ProcessRuntime", "RemoteDataset"]
 
@@ -68,7 +70,7 @@ class ClientCache(Generic[C]):
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._clients: dict[asyncio.AbstractEventLoop, C] = {}
+        self._clients: dict[AbstractEventLoop, C] = {}
         with _live_lock:
             _live.add(self)
 
@@ -80,6 +82,8 @@ class ClientCache(Generic[C]):
             RuntimeError: no running event loop.
             Whatever ``new_client()`` raises (nothing is kept then).
         """
+        import asyncio  # not at import: `import dataloader` leaves asyncio unimported
+
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._clients.get(loop)
@@ -90,6 +94,8 @@ class ClientCache(Generic[C]):
 
     def pop(self) -> C | None:
         """The running loop's client, taken out of the cache (None when it has none)."""
+        import asyncio  # not at import: as in get()
+
         loop = asyncio.get_running_loop()
         with self._lock:
             return self._clients.pop(loop, None)
