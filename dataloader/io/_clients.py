@@ -6,7 +6,7 @@ copies and closing.  **A new remote kind is one file with one obligation**::
 
     class MyDataset(RemoteDataset[MyClient]):
         def __init__(self, locations, ...):
-            super().__init__(locations)                 # len(dataset), dataset.locations[i]
+            super().__init__(locations)    # len(dataset), locations[i]; target=, check= optional
 
         def _new_client(self) -> MyClient:              # 1. a client (connection pool)
             ...
@@ -15,8 +15,8 @@ copies and closing.  **A new remote kind is one file with one obligation**::
 
 ``_new_client()`` is called on the event loop that will use the client (an aiohttp session
 wants a running loop), at most once per process and loop while its client is open; a client
-whose ``closed`` attribute is true is replaced.  ``_fetch(client, location)`` makes item
-``location`` (``locations[index]``) with that client; its exceptions are the item's.  If the
+whose ``closed`` attribute is true is replaced.  ``_fetch(client, location)`` fetches the item
+at ``location`` (``locations[index]``) with that client; its exceptions are the item's.  If the
 client's class has an ``async def close()``, the loader's ``aclose()`` (awaited on the loop
 when the loader closes, at most 5 s) awaits it for that loop's client.  Nothing else: the rest
 is here.
