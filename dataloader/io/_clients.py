@@ -74,7 +74,7 @@ class ClientCache(Generic[C]):
         with _live_lock:
             _live.add(self)
 
-    def get(self, new_client: Any) -> C:
+    def get(self, new_client: Callable[[], C]) -> C:
         """The running loop's client; made with ``new_client()`` when it has none or its
         ``closed`` attribute is true.  Call it on the loop (inside a coroutine).
 

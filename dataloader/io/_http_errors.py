@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from dataloader.io._redact import redact_text
 
 __all__ = [
-    "TRANSIENT_STATUSES", "HttpStatus", "client_error", "protocol_error", "redirect_refused",
-    "status_error", "transient", "Transport",
+    "HttpStatus", "TRANSIENT_STATUSES", "Transport", "client_error", "protocol_error",
+    "redirect_refused", "retry_after_s", "status_error", "transient",
 ]
 
 TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
