@@ -333,14 +333,32 @@ def test_a_same_origin_redirect_that_adds_credentials_is_refused(server):
 
 @pytest.mark.parametrize("value", ["²", "١٢", "-1", "1.5", "garbage", "", "Mon, 32 Jan 2020 00:00:00 GMT"])
 def test_retry_after_that_is_not_ascii_seconds_nor_an_http_date_is_ignored(value):
-    from dataloader.io.http import _retry_after_s
+    from dataloader.io._http_errors import retry_after_s as _retry_after_s
 
     assert _retry_after_s(value) is None
 
 
 def test_retry_after_seconds_of_any_size_are_a_number():
-    from dataloader.io.http import _retry_after_s
+    from dataloader.io._http_errors import retry_after_s as _retry_after_s
 
     assert _retry_after_s(" 7 ") == 7.0
     assert _retry_after_s("9" * 400) == float("inf")  # then capped by Retry.max_backoff_s
     assert Retry(max_backoff_s=2.0).wait_s(1, type("E", (Exception,), {"retry_after_s": float("inf")})()) == 2.0
+
+
+def test_status_errors_are_the_builtin_types_users_catch_typed_with_their_status_and_pickle():
+    import errno
+    import pickle
+
+    from dataloader.io._http_errors import HttpStatus, protocol_error, status_error
+
+    cases = [(404, FileNotFoundError), (410, FileNotFoundError), (403, PermissionError), (400, OSError), (503, OSError)]
+    for status, kind in cases:
+        exc = status_error("http://h/x", status, "Why", "7")
+        assert isinstance(exc, kind) and isinstance(exc, HttpStatus) and type(exc).__name__ == kind.__name__
+        assert exc.status == status and exc.retry_after_s == (7.0 if status == 503 else None)
+        again = pickle.loads(pickle.dumps(exc))
+        assert (type(again), again.args, again.status, again.retry_after_s) == (
+            type(exc), exc.args, exc.status, exc.retry_after_s)
+    broken = protocol_error("http://h/x", "bad\nline")
+    assert broken.errno == errno.EPROTO and broken.status is None and "bad line" in str(broken)

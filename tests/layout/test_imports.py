@@ -71,6 +71,16 @@ LOWER = {
     "collate": {"_collation"},
     "ndf": {"_ndf"},
     "transforms": set(),
+    # io/: the bytes of remote and file data (AsyncDataset and the Dataset base from _datasets/).
+    "io": {"_datasets"},
+    # formats/ (planned: Parquet/Arrow, tar shards): readers over the bytes io/ brings.
+    "formats": {"_datasets", "io"},
+}
+# Who may import a layer that sits above the private subpackages (docs/design.md, "Layout"):
+# io/ only from the top (the package __init__, loader.py, torch/, cli/, image/) and formats/;
+# never from _engine/ (the engine runs any AsyncDataset without knowing a remote kind).
+IMPORTED_BY = {
+    "io": {"", "loader", "torch", "cli", "image", "formats"},
 }
 
 
@@ -195,6 +205,18 @@ def test_layers_import_only_lower_layers():
             continue  # the top: loader.py, cli/, image/, __init__, __main__
         allowed = LOWER[layer] | shared | {layer}
         bad += [f"{module} -> {t}" for t in sorted(targets) if _layer(t) not in allowed]
+    assert not bad, "\n".join(bad)
+
+
+def test_io_is_imported_only_from_the_layers_above_it():
+    graph = _graph()
+    assert any(t.startswith("dataloader.io") for t in graph["dataloader"]), "the parser lost io/'s importers"
+    bad = []
+    for layer, importers in IMPORTED_BY.items():
+        for module, targets in graph.items():
+            if _layer(module) in importers | {layer}:
+                continue
+            bad += [f"{module} -> {t}" for t in sorted(targets) if _layer(t) == layer]
     assert not bad, "\n".join(bad)
 
 

@@ -4,18 +4,18 @@ The loader runs an ``AsyncDataset``'s ``__getitem__`` (and ``__getitems__``) on
 one asyncio event loop thread of its own (``dataloader-asyncio``), keeps at most
 ``max(num_workers, 1) * item_concurrency`` item coroutines in flight, and runs
 ``transform`` and ``collate_fn`` on its worker threads (see
-``dataloader._engine.async_build``).  ``check_dataset_kind`` is the rule the
-loader applies when it is built.
+``dataloader._engine.async_build``).  ``check_dataset_kind``
+(:mod:`dataloader._datasets.kind`) is the rule the loader applies when it is built.
+
+Public as ``dataloader.AsyncDataset`` and ``dataloader.io.AsyncDataset`` (its home there:
+the remote datasets of :mod:`dataloader.io` derive from it).
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from dataloader.dataset import Dataset
-
-__all__ = ["AsyncDataset", "check_dataset_kind"]
+__all__ = ["AsyncDataset"]
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -54,30 +54,3 @@ class AsyncDataset(Generic[T_co]):
     def __len__(self) -> int:
         raise TypeError(f"{type(self).__name__} has no __len__")
 
-
-def check_dataset_kind(dataset: Any) -> bool:
-    """True for an ``AsyncDataset``; False for a plain dataset.
-
-    Raises:
-        TypeError: ``async def`` methods on a plain dataset, plain methods on an
-            ``AsyncDataset``, a class with both bases, or an ``AsyncDataset``
-            without ``__len__``.
-    """
-    cls = type(dataset)
-    methods = [(name, getattr(cls, name)) for name in ("__getitem__", "__getitems__") if hasattr(cls, name)]
-    if not isinstance(dataset, AsyncDataset):
-        for name, fn in methods:
-            if inspect.iscoroutinefunction(fn):
-                raise TypeError(
-                    f"{cls.__name__}.{name} is async def, but {cls.__name__} is not an AsyncDataset: "
-                    "subclass dataloader.AsyncDataset for coroutine items"
-                )
-        return False
-    if isinstance(dataset, Dataset):
-        raise TypeError(f"{cls.__name__} derives from both Dataset and AsyncDataset; choose one")
-    for name, fn in methods:
-        if not inspect.iscoroutinefunction(fn):
-            raise TypeError(f"{cls.__name__}.{name} must be async def in an AsyncDataset")
-    if cls.__len__ is AsyncDataset.__len__:
-        raise TypeError(f"{cls.__name__} must define __len__ (the loader's samplers need it)")
-    return True
