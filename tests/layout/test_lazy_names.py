@@ -8,11 +8,11 @@ import importlib
 import json
 
 import pytest
-from _support import run_python
+from tests._support import run_python
 
 import dataloader
 
-LAZY_PACKAGES = ["dataloader.image", "dataloader.ndf"]
+LAZY_PACKAGES = ["dataloader.image", "dataloader.io", "dataloader.ndf"]
 
 
 @pytest.mark.timeout(120)
