@@ -89,11 +89,6 @@ class Engine:
         self._resume = Resumer(root, options.pool_workers, layout)
         self.last_stats: EpochStats | None = None  # the last epoch started
 
-    @property
-    def resume_source(self) -> Any:
-        """What the resume state saves (the work-item source, possibly wrapped), or None."""
-        return self._resume.sampler
-
     def mutex(self) -> threading.Lock:
         """The engine's lock (a new one in a forked child)."""
         if self._lock_pid != os.getpid():
