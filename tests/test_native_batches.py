@@ -1,6 +1,6 @@
 """The loader's native batch path: an ``ArrayDataset`` collated by ``default_collate`` is built
-from ``take_columns`` without a ``BatchedItems`` in between (``_engine/build.py``,
-``Fetcher._native_batch``).  Its batches must be exactly those of the general path
+from ``take_columns`` without a ``BatchedItems`` in between (``_engine/native.py``,
+``GatherFetcher``).  Its batches must be exactly those of the general path
 (``__getitems__`` + ``default_collate``), and it must step aside whenever that path would differ.
 """
 
@@ -12,7 +12,8 @@ import pytest
 from _support import collect
 from dataloader import ArrayDataset, DataLoader, item_rng
 from dataloader._collation import default as default_module
-from dataloader._engine.build import Fetcher
+from dataloader._engine.build import BuilderKind
+from dataloader._engine.builders import MapBuild, map_builder
 from dataloader.collate import default_collate
 
 N = 40
@@ -20,9 +21,13 @@ N = 40
 
 def _fetcher(dataset, **kw):
     args = dict(auto_collation=True, collate_fn=default_collate, transform=None, lanes=None,
-                item_concurrency=1, epoch_key=(0, 0))
+                item_concurrency=1, workers=False)
     args.update(kw)
-    return Fetcher(dataset, **args)
+    return map_builder(MapBuild(dataset, **args), (0, 0))[0]
+
+
+def _native(fetch):
+    return fetch.kind is BuilderKind.NATIVE_GATHER
 
 
 class SubArrays(ArrayDataset):
@@ -33,12 +38,12 @@ class SubArrays(ArrayDataset):
 
 def test_native_path_is_taken_only_where_it_gives_the_general_paths_batches():
     ds = ArrayDataset(np.zeros((N, 2)))
-    assert _fetcher(ds)._native
-    assert not _fetcher(SubArrays(np.zeros((N, 2))))._native  # its own __getitems__ must run
-    assert not _fetcher(ds, transform=lambda item: item)._native
-    assert not _fetcher(ds, collate_fn=lambda items: default_collate(items))._native
-    assert not _fetcher(ds, item_concurrency=2)._native
-    assert not _fetcher(ds, auto_collation=False)._native
+    assert _native(_fetcher(ds))
+    assert not _native(_fetcher(SubArrays(np.zeros((N, 2)))))  # its own __getitems__ must run
+    assert not _native(_fetcher(ds, transform=lambda item: item))
+    assert not _native(_fetcher(ds, collate_fn=lambda items: default_collate(items)))
+    assert not _native(_fetcher(ds, item_concurrency=2))
+    assert not _native(_fetcher(ds, auto_collation=False))
 
 
 COLUMNS = {

@@ -1,10 +1,13 @@
 """Property: every (num_workers, prefetch_depth, item_concurrency, in_order=True), "auto"
 included, gives the
 sequential loader's output — the same batches, and errors of the same type at the same places —
-for map-style and for iterable epochs (both run on the one engine)."""
+for map-style and for iterable epochs (both run on the one engine), with every named builder
+(``BuilderKind``): each test draws the options that select its builders and checks the kind
+they select (``KINDS``: every kind is drawn by one of them)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -15,8 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _support import RecordingDataset, collect
-from dataloader import ArrayDataset, IterableDataset, get_worker_info
+from dataloader import ArrayDataset, AsyncDataset, IterableDataset, get_worker_info
 from dataloader._engine import autotune
+from dataloader._engine.build import BuilderKind
+from dataloader._engine.builders import MapBuild, map_builder
+from dataloader.collate import default_collate
 from dataloader.loader import DataLoader
 
 
@@ -52,6 +58,32 @@ def eager_autotune():
                 autotune.AUTO_PERIOD_S, autotune.AUTO_MIN_BATCHES, autotune.auto_max_workers = _eager_saved
 
 
+# The builder kinds each property test draws (the options that select them).
+KINDS = {
+    "test_any_worker_configuration_equals_the_sequential_loader": {
+        BuilderKind.ITEMS, BuilderKind.GETITEMS, BuilderKind.LANES},
+    "test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampler_order": {
+        BuilderKind.NATIVE_GATHER, BuilderKind.NATIVE_ROWS, BuilderKind.LANES, BuilderKind.GETITEMS},
+    "test_any_worker_configuration_without_auto_batching_equals_the_sequential_loader": {BuilderKind.SINGLE},
+    "test_any_worker_configuration_of_an_async_dataset_equals_the_sequential_loader": {BuilderKind.ASYNC},
+    "test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loader": {BuilderKind.STREAM},
+}
+
+
+def test_the_properties_draw_every_builder_kind():
+    assert set().union(*KINDS.values()) == set(BuilderKind)
+    assert set(KINDS) <= set(globals())
+
+
+def _map_kind(dataset, batch_size, num_workers, item_concurrency):
+    """The kind ``map_builder`` picks for a plain map-style epoch of the loader's options (lanes
+    where a batch uses more than one: ``DataLoader._num_lanes``)."""
+    lanes = object() if batch_size is not None and min(batch_size, item_concurrency) > 1 else None
+    build = MapBuild(dataset, batch_size is not None, default_collate, None, item_concurrency,
+                     workers=num_workers != 0, lanes=lanes)
+    return map_builder(build, (0, 0))[0].kind
+
+
 def _normalise(out):
     return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
 
@@ -82,6 +114,9 @@ def test_any_worker_configuration_equals_the_sequential_loader(
     n, batch_size, drop_last, shuffle, fail, slow, num_workers, prefetch_depth, item_concurrency, batched, seed
 ):
     cls = BatchedRecording if batched else RecordingDataset
+    kind = _map_kind(cls(n), batch_size, num_workers, item_concurrency)
+    assert kind in KINDS["test_any_worker_configuration_equals_the_sequential_loader"]
+    assert (kind is BuilderKind.LANES) is (min(batch_size, item_concurrency) > 1)
     shuffle = shuffle and n > 0  # RandomSampler rejects an empty dataset, as in PyTorch
     fail = {i for i in fail if i < n}
     delay = {i: 0.002 for i in slow if i < n}
@@ -108,7 +143,7 @@ def test_any_worker_configuration_equals_the_sequential_loader(
     shuffle=st.booleans(),
     num_workers=st.one_of(st.integers(0, 4), st.just("auto")),
     prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
-    item_concurrency=st.integers(1, 3),  # 1: the native batch path (_engine/build.py), else lanes
+    item_concurrency=st.integers(1, 3),  # 1: the native builders (_engine/native.py), else lanes
     seed=st.integers(0, 2**32),
 )
 def test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampler_order(
@@ -116,6 +151,13 @@ def test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampl
 ):
     shuffle = shuffle and n > 0
     x = np.arange(n * 3, dtype=np.float64).reshape(n, 3) / 4
+    kind = _map_kind(ArrayDataset(x, np.arange(n)), batch_size, num_workers, item_concurrency)
+    native = BuilderKind.NATIVE_ROWS if num_workers != 0 and n > 0 else BuilderKind.NATIVE_GATHER
+    if min(batch_size, item_concurrency) > 1:
+        native = BuilderKind.LANES
+    elif item_concurrency > 1:  # a batch of one item: no lanes, and not the native builders' options
+        native = BuilderKind.GETITEMS
+    assert kind is native
     epoch = dict(batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed)
     # The sampler's order, from the general per-item path (items [i, 2i]).
     order = [v[:, 0] for _, v in collect(DataLoader(RecordingDataset(n), **epoch))]
@@ -130,6 +172,80 @@ def test_any_worker_configuration_of_an_array_dataset_gives_numpys_rows_in_sampl
     for (_, (rows, ids)), idx in zip(got, order, strict=True):
         assert ids.tolist() == idx.tolist()
         assert rows.tobytes() == x[idx].tobytes() and rows.shape == (len(idx), 3)
+
+
+@pytest.mark.timeout(300)
+@examples
+@given(
+    **{k: v for k, v in EPOCHS.items() if k not in ("batch_size", "drop_last")},
+    shuffle=st.booleans(),
+    num_workers=st.one_of(st.integers(0, 4), st.just("auto")),
+    prefetch_depth=st.one_of(st.integers(1, 4), st.just("auto")),
+    item_concurrency=st.integers(1, 3),
+    batched=st.booleans(),
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_without_auto_batching_equals_the_sequential_loader(
+    n, shuffle, fail, slow, num_workers, prefetch_depth, item_concurrency, batched, seed
+):
+    cls = BatchedRecording if batched else RecordingDataset
+    assert _map_kind(cls(n), None, num_workers, item_concurrency) is BuilderKind.SINGLE
+    shuffle = shuffle and n > 0
+    fail = {i for i in fail if i < n}
+    delay = {i: 0.002 for i in slow if i < n}
+
+    def run(**kw):
+        loader = DataLoader(cls(n, fail=fail, delay_s=delay), batch_size=None, shuffle=shuffle, seed=seed, **kw)
+        out = _normalise(collect(loader))
+        loader.close()
+        return out
+
+    expected = run()
+    with eager_autotune():
+        got = run(num_workers=num_workers, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency)
+    assert got == expected
+    assert len(expected) == n
+
+
+class AsyncRecording(AsyncDataset):
+    """``RecordingDataset``'s items (``[i, 2i]``, ``KeyError(i)`` for ``fail``) from coroutines."""
+
+    def __init__(self, n, fail, delay_s):
+        self.n, self.fail, self.delay_s = n, frozenset(fail), delay_s
+
+    def __len__(self):
+        return self.n
+
+    async def __getitem__(self, index):
+        await asyncio.sleep(self.delay_s.get(index, 0))
+        if index in self.fail:
+            raise KeyError(index)
+        return np.array([index, index * 2], dtype=np.int64)
+
+
+@pytest.mark.timeout(300)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    **EPOCHS,
+    shuffle=st.booleans(),
+    num_workers=st.integers(0, 4),
+    prefetch_depth=st.integers(1, 4),
+    item_concurrency=st.integers(1, 4),
+    seed=st.integers(0, 2**32),
+)
+def test_any_worker_configuration_of_an_async_dataset_equals_the_sequential_loader(
+    n, batch_size, drop_last, shuffle, fail, slow, num_workers, prefetch_depth, item_concurrency, seed
+):
+    shuffle = shuffle and n > 0
+    fail = {i for i in fail if i < n}
+    delay = {i: 0.002 for i in slow if i < n}
+    epoch = dict(batch_size=batch_size, drop_last=drop_last, shuffle=shuffle, seed=seed)
+    # The reference: the same items from the sequential loader of a plain dataset.
+    expected = _normalise(collect(DataLoader(RecordingDataset(n, fail=fail), **epoch)))
+    with DataLoader(AsyncRecording(n, fail, delay), num_workers=num_workers, prefetch_depth=prefetch_depth,
+                    item_concurrency=item_concurrency, **epoch) as loader:
+        got = _normalise(collect(loader))
+    assert got == expected
 
 
 class BlockStream(IterableDataset):
@@ -167,6 +283,7 @@ def test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loa
     n, batch_size, drop_last, fail, slow, num_workers, prefetch_depth
 ):
     fail = {i for i in fail if i < n}
+    assert BuilderKind.STREAM in KINDS["test_any_worker_configuration_of_an_iterable_epoch_equals_the_sequential_loader"]
 
     def run(**kw):
         loader = DataLoader(

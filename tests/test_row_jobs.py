@@ -11,6 +11,7 @@ import pytest
 
 from _support import collect
 from dataloader import ArrayDataset, DataLoader
+from dataloader._engine.build import BuilderKind
 from dataloader._native import _rowjobs
 from dataloader._native._ring import Window
 from dataloader._native._arrayrows import take_rows
@@ -94,7 +95,7 @@ def test_workers_build_native_batches_with_no_python_and_the_consumer_helps():
     assert np.array_equal(np.concatenate([b[0] for b in batches]), x)
     loader = DataLoader(ArrayDataset(x), batch_size=10, num_workers=2)
     fetch, _ = loader._engine.plan._map_builder(None, (0, 0))
-    assert fetch.row_jobs(4) is not None and fetch._rows is not None
+    assert fetch.kind is BuilderKind.NATIVE_ROWS and fetch.rows is not None
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -261,7 +262,7 @@ def test_a_changed_collate_map_turns_the_jobs_off_for_the_epoch(monkeypatch):
     x = np.arange(N * 2.0).reshape(N, 2)
     loader = DataLoader(ArrayDataset(x), batch_size=N // 2, num_workers=2)
     fetch, _ = loader._engine.plan._map_builder(None, (0, 0))
-    assert fetch.row_jobs(4) is None
+    assert fetch.kind is not BuilderKind.NATIVE_ROWS and fetch.rows is None
     batches = list(loader)
     assert np.array_equal(np.concatenate([b[0] for b in batches]), x + 1)
 
