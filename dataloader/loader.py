@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH
 from dataloader._engine import Engine
 from dataloader._reduce import finish_init, reduce_loader, remember_init
-from dataloader.io.asyncds import check_dataset_kind
 from dataloader.sampler import Sampler
 
 if TYPE_CHECKING:
@@ -172,9 +171,8 @@ class DataLoader(Generic[T_co]):
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         self._engine = Engine(
-            self, dataset, is_async=check_dataset_kind(dataset), sampler_state=self._sampler_state,
-            batch_size=batch_size, shuffle=shuffle, sampler=sampler, batch_sampler=batch_sampler,
-            num_workers=num_workers, collate_fn=collate_fn,
+            self, dataset, sampler_state=self._sampler_state, batch_size=batch_size, shuffle=shuffle,
+            sampler=sampler, batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
             in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,

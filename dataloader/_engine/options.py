@@ -17,6 +17,7 @@ from typing import Any
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH, MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
 from dataloader._datasets.base import is_iterable_dataset
+from dataloader._datasets.kind import check_dataset_kind
 from dataloader._collation.default import default_collate, default_convert
 from dataloader._engine.autotune import AutoTuner, resolve_auto
 from dataloader._engine.plan import index_sources
@@ -220,7 +221,7 @@ _PUBLIC = (
 
 
 def resolve(
-    dataset: Any, *, is_async: bool = False, batch_size: int | None = 1, shuffle: bool | None = False, sampler: Any = None,
+    dataset: Any, *, batch_size: int | None = 1, shuffle: bool | None = False, sampler: Any = None,
     batch_sampler: Any = None, num_workers: int | str = 0, collate_fn: Callable[[Any], Any] | None = None,
     pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None, generator: Any = None, prefetch_factor: int | None = None,
@@ -228,8 +229,7 @@ def resolve(
     item_concurrency: int = 1, transform: Callable[[Any], Any] | None = None, seed: int | None = None,
 ) -> EngineOptions:
     """``DataLoader``'s arguments (same names and meaning) checked and resolved, in PyTorch's
-    order of checks; ``is_async``: ``dataset`` is an ``AsyncDataset`` (checked by the face,
-    ``dataloader.io.asyncds.check_dataset_kind``).
+    order of checks.
 
     Raises:
         ValueError, TypeError: an invalid argument or combination; the message names it.
@@ -248,6 +248,7 @@ def resolve(
     for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn), ("transform", transform)):
         if fn is not None and not callable(fn):
             raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
+    is_async = check_dataset_kind(dataset)  # an AsyncDataset: coroutines on the engine's event loop
     if not iterable and not hasattr(dataset, "__getitem__"):
         raise TypeError(
             f"dataset must be map-style (define __getitem__) or an IterableDataset, got {type(dataset).__name__}"
