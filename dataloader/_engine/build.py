@@ -139,7 +139,7 @@ class Builder:
         ``rec`` (the calling thread's own) gets the batch's stage times; a batch
         that failed counts as fetching until the failure.
         """
-        local = _context._local
+        local = _context.thread_state()
         saved = local.epoch_key
         local.epoch_key = self._epoch_key
         rec.start()
@@ -289,7 +289,7 @@ class Fetcher(Builder):
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         local.index = index
         try:
@@ -305,7 +305,7 @@ class Fetcher(Builder):
     def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
         """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
         per-item cost counts ``batch_size`` times a batch; see docs/performance-notes.md)."""
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         dataset, transform = self._dataset, self._transform
         items = []
@@ -323,7 +323,7 @@ class Fetcher(Builder):
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
         transform = self._transform
         assert transform is not None
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         try:
             out = []

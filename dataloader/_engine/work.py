@@ -77,7 +77,7 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         tune, size, jobs = shared.tune, shared.size, shared.jobs
         rec = source.native_recorder(worker_id) if jobs is not None else None  # None: no native jobs
         del shared, source
-        set_worker = _context._set_worker
+        set_worker = _context.set_worker
         set_worker(None)
         claim, complete = window.claim, window.complete
         while tune is None or tune.admit(worker_id, window):
@@ -113,6 +113,6 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         if source is not None:
             source.stop_worker(worker_id)
         shared = source = None
-        _context._set_worker(None)
-        _context._set_epoch_key(None)
+        _context.set_worker(None)
+        _context.set_epoch_key(None)
         window.leave()
