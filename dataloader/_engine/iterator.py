@@ -1,16 +1,19 @@
 """What every epoch iterator shares, and the ``num_workers=0`` epoch.
 
 ``EpochIterator`` is the surface of one ``iter(loader)``: iteration, ``len``,
-``close``, context management, the seed-004 start-failure rule (a failure to
-start the epoch is raised once, by the first ``next()``, then the epoch ends)
-and the error for ``next()`` from two threads at once.  ``SequentialEpoch``
-builds each batch inside ``next()`` from the same work items as ``Epoch`` (see
+``close(timeout_s)``, context management, and the epoch's life cycle: one
+``State`` (open, in ``next()``, closing, closed) under one lock, with the
+seed-004 start-failure rule (a failure to start the epoch is raised once, by the
+first ``next()``, then the epoch ends), the error for ``next()`` from two threads
+at once and the one way an epoch ends (``close()``).  ``SequentialEpoch`` builds
+each batch inside ``next()`` from the same work items as ``Epoch`` (see
 ``dataloader._engine.items``).  ``WorkSource`` is what ``Epoch`` needs from a
 work-item source.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections.abc import Callable
@@ -25,7 +28,7 @@ from dataloader._native._ring import Window
 from dataloader._native._rowjobs import RowJobs
 from dataloader._native._stats import Recorder
 
-__all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "Forks", "forked_error"]
+__all__ = ["EpochIterator", "SequentialEpoch", "State", "WorkSource", "Forks", "forked_error"]
 
 
 class Forks:
@@ -68,11 +71,38 @@ def forked_error(pid: int) -> RuntimeError:
     )
 
 
+class State(enum.Enum):
+    """Where one epoch is in its life (``EpochIterator``; one lock guards the moves).
+
+    ``OPEN`` -> ``IN_NEXT`` (a thread entered ``next()``) -> ``OPEN`` (it returned or raised);
+    ``OPEN`` -> ``CLOSED`` (``close()``: it stops the producers, then lets go of the epoch);
+    ``IN_NEXT`` -> ``CLOSING`` (``close()`` while a thread is inside ``next()``: it stops the
+    producers, and that ``next()`` lets go of the epoch on its way out) -> ``CLOSED``.
+    """
+
+    OPEN = "open"
+    IN_NEXT = "in next()"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
 class EpochIterator:
-    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
+    """Common surface of one epoch: iteration, ``len``, ``close`` and context management, and
+    its life cycle (``State``), the same for every epoch.
+
+    A subclass gives ``_next()`` (one batch, a ``Failure``, or raises; it ends the epoch with
+    ``close()``), ``_stop(timeout_s)`` (no producer starts another batch; wait, bounded, for
+    those in flight) and ``_release()`` (drop every reference of the epoch, once, on the
+    thread that ends it); ``_abandon()`` replaces both in a process other than the one that
+    started the epoch (after ``fork()``), where no lock nor thread of the epoch may be used.
+    An epoch ends in ``close()`` only: exhaustion, a sampler's error, a failure to start,
+    an interrupt and ``with`` exit all call it; ``Epoch``'s finalizer (a dropped epoch) stops
+    the same window without the object.
+    """
 
     _length: int | None = None
     _start_error: BaseException | None = None
+    _bound_to_process = False  # next() after fork() raises forked_error (threads do not fork)
 
     def __init__(
         self,
@@ -80,11 +110,15 @@ class EpochIterator:
         start_error: BaseException | None,
         progress: Progress | None,
         stats: EpochStats | None,
+        keep_alive: Any = None,
     ) -> None:
         self._length = length
         self._start_error = start_error
+        self._keep_alive = keep_alive  # the loader, as torch's iterator keeps it: until the end
         self._pid = os.getpid()
         self._forks = Forks.count  # another count in next(): a forked child (forked_error)
+        self._lock = threading.Lock()  # guards _state and _start_error; never held while waiting
+        self._state = State.OPEN
         # Batches returned (or raised) by next() and the end, for DataLoader.state_dict().
         self._progress = progress if progress is not None else Progress(0)
         self.stats = stats if stats is not None else EpochStats(0, 0)  # recorders of this epoch
@@ -103,20 +137,113 @@ class EpochIterator:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def _raise_start_error(self) -> None:
-        """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
-        if self._start_error is not None:
-            exc, self._start_error = self._start_error, None
+    def __next__(self) -> Any:
+        # close() may come from any thread at any time, also from code that next() runs (the
+        # sampler, the dataset).  It never waits for next(): it stops the producers (waking a
+        # wait in next()) and this next() lets go of the epoch on its way out.
+        start_error = self._enter()
+        if start_error is not None:
             self._progress.done = True
             self.close()
-            raise exc
+            raise start_error
+        try:
+            result = self._next()
+        finally:
+            self._leave()
+        if type(result) is Failure:
+            # The raised traceback keeps this frame (and _next's, the f_back of a builder's
+            # frame): neither may keep the epoch.  A worker (or an AsyncDataset's event loop)
+            # made the exception, and on free-threaded builds an object is freed by the thread
+            # that made it (biased reference counting): a thread that sleeps until the epoch is
+            # finalized, so a traceback that held the epoch would keep both alive until the
+            # cyclic GC ran.
+            del self
+            result.reraise()
+        return result
 
-    @staticmethod
-    def _concurrent_next() -> RuntimeError:
-        return RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+    def _enter(self) -> BaseException | None:
+        """``OPEN`` -> ``IN_NEXT``; or the failure to start (seed 004: raised once, by the
+        first ``next()``, even after ``close()``), taken; raises when ``next()`` may not run."""
+        if self._bound_to_process and self._forks != Forks.count:
+            raise forked_error(self._pid)
+        with self._lock:
+            start_error, self._start_error = self._start_error, None
+            if start_error is not None:
+                return start_error
+            state = self._state
+            if state is State.CLOSED or state is State.CLOSING:
+                raise StopIteration
+            if state is State.IN_NEXT:
+                raise RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+            self._state = State.IN_NEXT
+        return None
+
+    def _leave(self) -> None:
+        """``IN_NEXT`` -> ``OPEN``, or ``CLOSING`` -> ``CLOSED`` and let go of the epoch."""
+        with self._lock:
+            closing = self._state is State.CLOSING
+            self._state = State.CLOSED if closing else State.OPEN
+        if closing:
+            self._release_all()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """End the epoch: its ``next()`` raises ``StopIteration`` from now on.
+
+        No batch is started after it; the batches in flight are waited for, then dropped,
+        and the epoch lets go of its loader.  The wait runs in slices that run signal
+        handlers (Ctrl-C interrupts it); it is skipped on a thread the batches may wait on
+        (a worker, inside ``worker_init_fn`` or ``collate_fn``, or an ``AsyncDataset``'s
+        event loop), at interpreter shutdown, and in a process other than the one that
+        started the epoch (after ``fork()``: close returns at once, touching no lock or
+        thread of the parent's).  A second ``close()`` returns at once.
+
+        Args:
+            timeout_s: the most seconds to wait for the batches in flight: None waits
+                ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s); 0 (or less) does not wait.  A worker that
+                does not come back in time is abandoned (its pool is never reused).
+
+        Thread-safety: may be called from any thread, also while another thread is inside
+        ``next()``, which then drops its batch and raises ``StopIteration``; that ``next()``
+        lets go of the epoch on its way out.
+
+        Raises:
+            KeyboardInterrupt: (or what a signal handler raises) during the wait; the epoch
+                is closed all the same.
+        """
+        if os.getpid() != self._pid:
+            self._state = State.CLOSED  # no lock: a thread of the parent's may have held it
+            self._keep_alive = None
+            self._abandon()
+            return
+        with self._lock:
+            state = self._state
+            if state is State.CLOSING or state is State.CLOSED:
+                return
+            self._state = State.CLOSED if state is State.OPEN else State.CLOSING
+        try:
+            self._stop(timeout_s)
+        finally:
+            if state is State.OPEN:
+                self._release_all()
+
+    def _release_all(self) -> None:
+        try:
+            self._release()
+        finally:
+            self._keep_alive = None
+
+    def _next(self) -> Any:
+        raise NotImplementedError
+
+    def _stop(self, timeout_s: float | None) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        self._stop(0.0)
+        self._release()
 
 
 class SequentialEpoch(EpochIterator):
@@ -141,7 +268,8 @@ class SequentialEpoch(EpochIterator):
             and a collected loader stops its ``AsyncDataset``'s event loop).
 
     ``close()`` from another thread while ``next()`` builds a batch: that ``next()``
-    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.
+    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.  ``close()`` does
+    not wait for it (``timeout_s`` is not used: no other thread builds this epoch's batches).
     """
 
     def __init__(
@@ -155,61 +283,52 @@ class SequentialEpoch(EpochIterator):
         on_close: Callable[[], None] | None = None,
         keep_alive: Any = None,
     ) -> None:
-        super().__init__(length, start_error, progress, stats)
+        super().__init__(length, start_error, progress, stats, keep_alive)
         self._consumer = self.stats.consumer
         self._items = items
         self._on_close = on_close
-        self._keep_alive = keep_alive
-        self._inside = threading.Lock()
 
-    def __next__(self) -> Any:
-        inside = self._inside
-        if not inside.acquire(False):
-            raise self._concurrent_next()
+    def _next(self) -> Any:
+        items = self._items
+        if items is None:  # the epoch could not start (its failure was raised once)
+            raise StopIteration
+        self._consumer.begin()
         try:
-            if self._start_error is not None:
-                self._raise_start_error()
-            items = self._items  # close() may run on another thread
-            if items is None:
-                raise StopIteration
-            self._consumer.begin()
-            try:
-                item = items[0]()
-            except BaseException as exc:  # the end, or the sampler failed: raised at its position
-                # An interrupt (errors.INTERRUPTS) is no end: the position stays for state_dict().
-                self._progress.done = not isinstance(exc, INTERRUPTS)
+            item = items[0]()
+        except BaseException as exc:  # the end, or the sampler failed: raised at its position
+            # An interrupt (errors.INTERRUPTS) is no end: the position stays for state_dict().
+            self._progress.done = not isinstance(exc, INTERRUPTS)
+            self.close()
+            raise
+        try:
+            out = items[1](item)
+        except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
+            self.close()
+            raise
+        if self._state is not State.IN_NEXT:  # closed meanwhile (another thread, or the batch's own code)
+            raise StopIteration
+        if out is END:
+            self._progress.done = True
+            self.close()
+            raise StopIteration
+        if type(out) is Failure:  # raised by __next__
+            if interrupted(out):  # Ctrl-C while building: not a position, and the epoch ends
                 self.close()
-                raise
-            try:
-                out = items[1](item)
-            except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
-                self.close()
-                raise
-            if self._items is None:  # closed meanwhile (another thread, or the batch's own code)
-                raise StopIteration
-            if out is END:
-                self._progress.done = True
-                self.close()
-                raise StopIteration
-            if type(out) is Failure:
-                if interrupted(out):  # Ctrl-C while building: not a position, and the epoch ends
-                    self.close()
-                else:
-                    self._consumer.delivered(0)
-                    self._progress.yielded += 1
-                # The raised traceback keeps this frame: it must not keep the epoch (as in
-                # Epoch.__next__: an AsyncDataset's exception is made on the event loop thread,
-                # which frees it, on free-threaded builds, only when it next wakes up).
-                del self
-                out.reraise()
-            self._consumer.delivered(0)
-            self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
+            else:
+                self._consumer.delivered(0)
+                self._progress.yielded += 1
+            # This frame outlives the call: it is the f_back of the builder's frame that the
+            # exception's traceback keeps (see __next__), so it must not keep the epoch.
+            del self
             return out
-        finally:
-            inside.release()
+        self._consumer.delivered(0)
+        self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
+        return out
 
-    def close(self) -> None:
-        self._items = self._keep_alive = None
+    def _stop(self, timeout_s: float | None) -> None:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+    def _release(self) -> None:
+        self._items = None
