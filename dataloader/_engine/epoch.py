@@ -51,7 +51,7 @@ from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
 from dataloader._engine.build import Failure, interrupted
 from dataloader._engine.errors import INTERRUPTS, timeout_error
-from dataloader._engine.iterator import EpochIterator, State, WorkSource
+from dataloader._engine.iterator import IN_NEXT, OPEN, EpochIterator, WorkSource
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
@@ -102,7 +102,7 @@ def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune:
         pool.shutdown()
 
 
-_RUNNING = (State.OPEN, State.IN_NEXT)  # not closed: _fill publishes more items
+_RUNNING = (OPEN, IN_NEXT)  # not closed: _fill publishes more items
 
 
 class Epoch(EpochIterator):
@@ -228,11 +228,10 @@ class Epoch(EpochIterator):
                     jobs.help(window, k if in_order else -1, self._help_rec)
                 r = window.wait(k, self._timeout_s) if in_order else window.wait_any(self._timeout_s)
             except INTERRUPTS:
-                # Ctrl-C (waiting, or building inline): stop at once, without waiting for batches
-                # in flight; batch k is not counted, so state_dict() resumes at it.
+                # Ctrl-C (waiting, building inline): stop now; state_dict() resumes at batch k.
                 self.close(timeout_s=0.0)
                 raise
-            if r < 0 or self._state is not State.IN_NEXT:
+            if r < 0 or self._state is not IN_NEXT:
                 self._raise_status(r, k)
             slot = r % shared.size
             cell, owner = shared.results[slot], self._owner[slot]
@@ -280,7 +279,7 @@ class Epoch(EpochIterator):
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""
-        if status == Status.TIMED_OUT and self._state is State.IN_NEXT:
+        if status == Status.TIMED_OUT and self._state is IN_NEXT:
             source = self._source
             owner = self._owner[k % self._shared.size] if self._in_order else None
             what = source.describe(k, owner) if source is not None else f"batch {k}"
