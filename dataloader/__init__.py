@@ -17,6 +17,7 @@ from dataloader._engine.stats import LoaderStats
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import (
     ArrayDataset,
+    BatchRows,
     BatchedItems,
     ChainDataset,
     ConcatDataset,
@@ -70,6 +71,7 @@ from dataloader._version import __version__
 __all__ = [
     "ArrayDataset",
     "AsyncDataset",
+    "BatchRows",
     "BatchSampler",
     "BatchedItems",
     "CenterCrop",

@@ -30,7 +30,7 @@ from dataloader._engine.seed import base_seed
 from dataloader._engine.stats import EpochStats, LoaderStats
 from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.collate import default_collate, default_convert
-from dataloader.io.asyncds import check_dataset_kind
+from dataloader._datasets.kind import check_dataset_kind
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 __all__ = ["DataLoader"]

@@ -1,5 +1,5 @@
 """One dataset of each built-in remote kind serving the same encoded images: the fixture of
-tests/test_io_items.py and tests/torch_compat/test_torch_io_items.py."""
+tests/io/test_items.py and tests/torch/test_io_items.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _image_data import encode_jpeg, photo
+from tests._image_data import encode_jpeg, photo
 
 KINDS = ["file", "http", "objectstore"]
 
@@ -28,7 +28,7 @@ def remote_images(kind: str, tmp_path: Path, n: int, retry: Any = None) -> Itera
         yield FileDataset([f"{i}.jpg" for i in range(n)], root=tmp_path), data
     elif kind == "http":
         pytest.importorskip("aiohttp")
-        from _http_server import FaultServer
+        from tests._http_server import FaultServer
 
         class Images(FaultServer):
             def handle(self, h: Any) -> None:

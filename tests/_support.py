@@ -1,21 +1,27 @@
-"""Shared fakes and helpers of the test suite: ``from _support import ...``.
+"""Shared fakes and helpers of the test suite: ``from tests._support import ...``.
 
-A plain module, not ``conftest.py``: ``tests/torch_compat`` has a conftest of its own, so
-``from conftest import`` would name whichever conftest was imported first.
+A module of the ``tests`` package, not ``conftest.py``: ``tests/torch`` has a conftest of its
+own, so ``from conftest import`` would name whichever conftest was imported first.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from dataloader import IterableDataset
+from dataloader._engine.async_loop import ASYNC_THREAD_NAME
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,6 +57,49 @@ class RecordingDataset:
         return np.array([index, index * 2], dtype=np.int64)
 
 
+class RangeStream(IterableDataset):
+    """An ``IterableDataset`` of the ints ``0 .. n - 1``, not sharded: every worker's copy yields
+    all of them.  No ``__len__`` (see ``SizedRangeStream``)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.n))
+
+
+class SizedRangeStream(RangeStream):
+    """``RangeStream`` with ``__len__`` (``n``), as PyTorch's length warning needs."""
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class SleepyDataset:
+    """A map-style dataset of ``n`` items: item ``i`` is ``i`` after sleeping ``delay_s`` seconds."""
+
+    def __init__(self, n: int, delay_s: float):
+        self.n = n
+        self.delay_s = delay_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        time.sleep(self.delay_s)
+        return i
+
+
+def shard(start: int, end: int, info: Any) -> tuple[int, int]:
+    """This worker's contiguous part ``[lo, hi)`` of ``range(start, end)``, as in PyTorch's
+    ``IterableDataset`` documentation (``info``: ``get_worker_info()``; None: all of it)."""
+    if info is None:
+        return start, end
+    per_worker = math.ceil((end - start) / info.num_workers)
+    lo = start + info.id * per_worker
+    return lo, min(lo + per_worker, end)
+
+
 def collect(loader: Any) -> list[tuple[str, Any]]:
     """Iterate one epoch, recording each batch or the type and args of its exception."""
     out: list[tuple[str, Any]] = []
@@ -64,6 +113,39 @@ def collect(loader: Any) -> list[tuple[str, Any]]:
             out.append(("error", (type(exc).__name__, exc.args)))
         else:
             out.append(("batch", batch))
+
+
+def batches_as_lists(out: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """``collect()`` output with each batch (a NumPy array) as a list."""
+    return [(kind, v.tolist() if kind == "batch" else v) for kind, v in out]
+
+
+def json_roundtrip(state: Any) -> Any:
+    """``state`` through JSON and back (what a checkpoint file keeps of a state_dict)."""
+    return json.loads(json.dumps(state))
+
+
+def loop_threads() -> list[threading.Thread]:
+    """The live asyncio event-loop threads of loaders (named ``ASYNC_THREAD_NAME``)."""
+    return [t for t in threading.enumerate() if t.name == ASYNC_THREAD_NAME]
+
+
+def fetch_each(ds: Any) -> list[Any]:
+    """``await ds[i]`` for every index on one event loop, then ``ds.aclose()`` where it has one:
+    each item's value or the exception it raised."""
+
+    async def run() -> list[Any]:
+        out: list[Any] = []
+        for i in range(len(ds)):
+            try:
+                out.append(await ds[i])
+            except Exception as exc:  # noqa: BLE001 - the test looks at each
+                out.append(exc)
+        if hasattr(ds, "aclose"):
+            await ds.aclose()
+        return out
+
+    return asyncio.run(run())
 
 
 def run_python(

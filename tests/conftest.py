@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from _support import RecordingDataset
+from tests._support import RecordingDataset
 
 
 @pytest.fixture

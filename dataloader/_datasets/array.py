@@ -10,6 +10,7 @@ import numpy as np
 
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
+from dataloader._datasets.rows import BatchRows
 from dataloader._indices import as_index_array
 from dataloader._native._arrayrows import can_take, take_columns, take_rows
 from dataloader._native._out import check_out_array
@@ -54,10 +55,12 @@ class ArrayDataset(Dataset[tuple]):
     def __getitem__(self, index: Any) -> tuple[Any, ...]:
         return tuple(a[index] for a in self.arrays)
 
-    def _native_rows(self) -> tuple[Any, ...] | None:
-        """What the loader's native batch jobs gather from (``_native/_rowjobs.pyx``): the
-        arrays; None for a subclass (its ``__getitem__``/``__getitems__`` may differ)."""
-        return self.arrays if type(self) is ArrayDataset else None
+    def __batch_rows__(self) -> BatchRows | None:
+        """The arrays, for the loader's native batches (``BatchRows``, the protocol of
+        ``dataloader._datasets.rows``); None for a subclass, whose items may differ: it opts in
+        by defining its own ``__batch_rows__`` (``BatchRows(self.arrays)`` where its items are
+        still ``tuple(a[i] for a in arrays)``)."""
+        return BatchRows(self.arrays) if type(self) is ArrayDataset else None
 
     def __getitems__(
         self, indices: Sequence[int] | np.ndarray, out: Sequence[np.ndarray | None] | None = None

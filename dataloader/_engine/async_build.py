@@ -51,7 +51,7 @@ from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._datasets.fetch import check_item_count
 from dataloader._engine.async_loop import LoopRun
-from dataloader._engine.build import Builder
+from dataloader._engine.build import Builder, BuilderKind
 from dataloader._engine.errors import ItemCancelledError
 from dataloader._engine.items import MapItems
 from dataloader._native._awaitable import is_awaitable
@@ -225,6 +225,7 @@ class AsyncFetcher(Builder):
     """
 
     __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_window", "_closed")
+    kind = BuilderKind.ASYNC
 
     def __init__(
         self, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any],

@@ -7,108 +7,52 @@ a ``RuntimeError`` (PEP 479: it would end the caller's loop, a silently short
 epoch) and catches every exception into a ``Failure``, which the consumer
 re-raises for that batch.
 
-- ``Fetcher`` (map-style): a work item is a batch of indices.
-- ``StreamBatcher`` (``IterableDataset``): a work item is "the next batch of this
-  worker's stream"; it returns ``END`` once the stream has ended.
+Each builder has one named ``kind`` (``BuilderKind``), picked once an epoch
+(``dataloader._engine.builders.map_builder``); a builder never decides per batch what
+was decided for the epoch.  Map-style (a work item is a batch of indices, or one index):
+
+- ``SingleFetcher`` (``single``): ``batch_size=None``, one index, ``collate_fn`` converts one item;
+- ``LanesFetcher`` (``lanes``): the items of a batch fetched by several lanes;
+- ``GetitemsFetcher`` (``getitems``): one ``__getitems__`` call a batch;
+- ``ItemsFetcher`` (``items``): one ``__getitem__`` call an item;
+- ``native_gather`` and ``native_rows`` (``dataloader._engine.native``): a dataset's
+  ``BatchRows`` gathered with no Python; ``async`` (``dataloader._engine.async_build``).
+
+``StreamBatcher`` (``stream``, ``IterableDataset``): a work item is "the next batch of this
+worker's stream"; it returns ``END`` once the stream has ended.
 """
 
 from __future__ import annotations
 
-import sys
+import enum
 from collections.abc import Callable, Iterator, Sequence
-from types import FrameType, TracebackType
-from typing import Any
-
-import numpy as np
+from typing import Any, ClassVar
 
 from dataloader import _context
-from dataloader._collation.default import collate_columns, default_collate
-from dataloader._datasets.array import ArrayDataset
-from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import awaitable_item_error, check_item_count, check_items_not_awaitable
-from dataloader._engine.errors import INTERRUPTS
+from dataloader._datasets.rows import BatchRows
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
-from dataloader._indices import as_index_array
+from dataloader._engine.outcome import END, Failure, no_stop_iteration
 from dataloader._native._awaitable import is_awaitable
-from dataloader._native._arrayrows import take_columns
-from dataloader._native._rowjobs import RowJobs, can_run
 from dataloader._native._stats import Recorder
-from dataloader._sampling.permute import PermutationSpan
 
-__all__ = ["END", "Builder", "Failure", "Fetcher", "Stream", "StreamBatcher", "interrupted"]
-
-END: Any = type("End", (), {"__repr__": lambda self: "END", "__slots__": ()})()
-"""What ``StreamBatcher`` returns for a stream that has ended (never a batch)."""
-
-
-class Failure:
-    """An exception raised while building a batch, carried to the consumer.
-
-    The exception object keeps its original type and traceback; ``reraise``
-    raises it on the consumer thread, where Python appends the consumer's frames.
-    Each raise starts again from the traceback the worker caught, so one exception
-    carried for several batches (a failing ``worker_init_fn``) does not grow.
-    """
-
-    __slots__ = ("exc", "tb")
-
-    def __init__(self, exc: BaseException, tb: TracebackType | None = None) -> None:
-        if tb is None:
-            # Drop the engine's own leading frames: the worker loop's frame is still running
-            # on its thread, and a traceback that holds it keeps the epoch's locals alive and
-            # lets the consumer read a frame while its own thread tears it down (a data race
-            # inside CPython that ThreadSanitizer reports on free-threaded builds).
-            tb = _without_engine_frames(exc.__traceback__)
-            exc.__traceback__ = tb
-        self.exc: BaseException | None = exc
-        self.tb = tb
-
-    def again(self) -> Failure:
-        """A new ``Failure`` of the same exception and traceback (one per batch)."""
-        assert self.exc is not None
-        return Failure(self.exc, self.tb)
-
-    def reraise(self) -> None:
-        exc, tb = self.exc, self.tb
-        self.exc = self.tb = None
-        assert exc is not None
-        try:
-            raise exc.with_traceback(tb)
-        finally:
-            del exc, tb
+__all__ = [
+    "Builder", "BuilderKind", "Fetcher", "GetitemsFetcher", "ItemsFetcher", "LanesFetcher", "SingleFetcher",
+    "Stream", "StreamBatcher",
+]
 
 
-def interrupted(out: Any) -> bool:
-    """``out`` is a ``Failure`` of an interrupt (``INTERRUPTS``: Ctrl-C, ``sys.exit()``): not
-    the batch's own error, so ``next()`` raises it without counting a position."""
-    return type(out) is Failure and isinstance(out.exc, INTERRUPTS)
+class BuilderKind(enum.Enum):
+    """The named builders; an epoch builds every batch with one of them."""
 
-
-def no_stop_iteration(exc: BaseException, who: str, doing: str) -> BaseException:
-    """The one ``StopIteration`` rule: user code's ``StopIteration`` is a ``RuntimeError``
-    (its cause), never the end of an epoch (PEP 479); any other exception is returned as is."""
-    if not isinstance(exc, StopIteration):
-        return exc
-    error = RuntimeError(f"{who} raised StopIteration while {doing}")
-    error.__cause__ = exc
-    return error
-
-
-def _without_engine_frames(tb: TracebackType | None) -> TracebackType | None:
-    """``tb`` past its leading entries that are frames still running on this thread (the
-    worker's own loop: the user's frames, and any finished frame, stay).
-
-    Only frame identities are compared: reading another thread's frame (a lane's) while it
-    is torn down is a data race inside CPython on free-threaded builds.
-    """
-    running = set()
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        running.add(id(frame))
-        frame = frame.f_back
-    while tb is not None and tb.tb_next is not None and id(tb.tb_frame) in running:
-        tb = tb.tb_next
-    return tb
+    NATIVE_ROWS = "native_rows"  # BatchRows gathered by RowJobs in workers, no Python (native.py)
+    NATIVE_GATHER = "native_gather"  # BatchRows arrays gathered by take_columns (native.py)
+    GETITEMS = "getitems"  # one __getitems__ a batch
+    LANES = "lanes"  # item_concurrency > 1: the items of a batch over several lanes
+    ITEMS = "items"  # one __getitem__ an item
+    SINGLE = "single"  # batch_size=None: one index, one item
+    ASYNC = "async"  # an AsyncDataset's coroutines on the loader's event loop (async_build.py)
+    STREAM = "stream"  # an IterableDataset's stream cut into batches
 
 
 class Builder:
@@ -123,6 +67,9 @@ class Builder:
     """
 
     __slots__ = ("_collate", "_transform", "_epoch_key")
+
+    kind: ClassVar[BuilderKind]
+    rows: BatchRows | None = None  # the native_rows builder's rows (its epoch runs RowJobs)
 
     def __init__(
         self, collate_fn: Callable[[Any], Any], transform: Callable[[Any], Any] | None, epoch_key: tuple[int, int]
@@ -159,15 +106,13 @@ class Builder:
 
 
 class Fetcher(Builder):
-    """Builds a map-style batch from its indices.
+    """What the map-style builders share: the dataset, one item fetched and transformed.
 
     Args:
         dataset: the map-style dataset.
-        auto_collation: True when work items are lists of indices (``batch_size`` or
-            ``batch_sampler`` set); False for ``batch_size=None``, where each item is
-            one index and ``collate_fn`` converts one item.
-        lanes: a ``LanePool`` when ``item_concurrency > 1``, else None.
-        item_concurrency: lanes per batch (>= 1).
+        collate_fn: called with the list of items (or, ``SingleFetcher``, the single item).
+        transform: ``transform(item) -> item``, run per item before collation, or None.
+        epoch_key: ``(base_seed, epoch)`` for ``item_rng``.
 
     An awaitable returned in place of an item (a plain ``__getitem__`` returning
     ``self.load(i)`` of an ``async def load``, which the loader cannot refuse when it is
@@ -177,115 +122,21 @@ class Fetcher(Builder):
     only (a cache miss).  The check reads one C type slot (``_native._awaitable``): free
     items cost 13 ns more each on 3.11 and 34 ns on 3.13t (3.3 and 8.6 us a batch of 256,
     +6%), a ``__getitems__`` batch 0.7 and 1.2 us.
+
+    Thread-safety: stateless between calls; any number of threads may build at once.
     """
 
-    __slots__ = ("_dataset", "_auto", "_lanes", "_k", "_getitems", "_native", "_rows", "_y_shape")
+    __slots__ = ("_dataset",)
 
     def __init__(
         self,
         dataset: Any,
-        auto_collation: bool,
         collate_fn: Callable[[Any], Any],
         transform: Callable[[Any], Any] | None,
-        lanes: LanePool | None,
-        item_concurrency: int,
         epoch_key: tuple[int, int],
     ) -> None:
         super().__init__(collate_fn, transform, epoch_key)
         self._dataset = dataset
-        self._auto = auto_collation
-        self._lanes = lanes
-        self._k = item_concurrency
-        self._getitems = getattr(dataset, "__getitems__", None)
-        # The native batch path: an ArrayDataset (not a subclass) collated by default_collate,
-        # no transform, one lane.  Same batches as __getitems__ + default_collate, without the
-        # BatchedItems in between (docs/performance-notes.md, "In-memory gather and per-batch overhead").
-        plain = auto_collation and transform is None and collate_fn is default_collate and item_concurrency == 1
-        self._native = type(dataset) is ArrayDataset and plain
-        # The native batch jobs (an ArrayDataset's arrays or an NdfDataset's Reader; not a
-        # subclass's): workers build these batches with no Python (_native/_rowjobs.pyx).
-        rows = getattr(dataset, "_native_rows", None) if plain else None
-        self._rows = rows() if rows is not None else None
-        # An NdfDataset(scalar_labels=True) gathers y as (B,): _native_y_shape() is ()
-        y_shape = getattr(dataset, "_native_y_shape", None) if self._rows is not None else None
-        self._y_shape = y_shape() if y_shape is not None else None
-
-    def _build(self, indices: Any, rec: Recorder) -> Any:
-        items: Any
-        if type(indices) is PermutationSpan:  # a batch of native jobs built here after all
-            indices = indices.rows()
-        if self._native and (out := self._native_batch(indices, rec)) is not None:
-            return out
-        if not self._auto:
-            items = self.fetch_item(indices)
-        elif self._k > 1 and self._lanes is not None:
-            items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
-        elif self._getitems is not None:
-            items = self._getitems(indices)
-            if is_awaitable(items):
-                raise awaitable_item_error(self._dataset, items, "__getitems__", indices)
-            items = check_items_not_awaitable(self._dataset, check_item_count(items, len(indices)), indices)
-            if self._transform is not None:
-                rec.fetched()
-                items = self._transform_all(indices, items)
-                rec.transformed()
-                out = self._collate(items)
-                rec.done()
-                return out
-        else:
-            items = self._fetch_all(indices)
-        rec.fetched()
-        out = self._collate(items)
-        rec.done()
-        return out
-
-    def _native_batch(self, indices: Any, rec: Recorder) -> Any:
-        """The batch of an ``ArrayDataset`` whose columns are all native, or None (then the
-        general path runs: ``__getitems__``, ``default_collate``)."""
-        idx = as_index_array(indices)
-        columns = take_columns(self._dataset.arrays, idx)
-        if columns is None:
-            return None
-        rec.fetched()
-        n = len(idx)
-        out = collate_columns(columns, n)
-        if out is None:  # not numeric (a structured dtype), or collation rules changed
-            out = self._collate(BatchedItems._of(columns, n))
-        rec.done()
-        return out
-
-    @property
-    def has_row_jobs(self) -> bool:
-        """Whether ``row_jobs`` may give jobs: the dataset and the options are native."""
-        return self._rows is not None
-
-    def row_jobs(self, size: int) -> RowJobs | None:
-        """The native row-gather jobs of an epoch's window of ``size`` slots, or None when its
-        batches are not on the native batch path (then ``build`` builds every batch)."""
-        rows = self._rows
-        if rows is None or not can_run(rows):
-            return None
-        jobs = RowJobs(size, rows, self._y_shape)
-        # default_collate turns the columns into list(columns) (numeric dtypes, the shipped
-        # collate map): checked once an epoch, on a batch of one row of each column.
-        one = self.prepare(jobs, 0, np.zeros(1, dtype=np.int64)) if len(self._dataset) else None
-        jobs.drop(0)
-        return jobs if one is not None and collate_columns(one, 1) is not None else None
-
-    def prepare(self, jobs: RowJobs, slot: int, indices: Any) -> Any:
-        """The batch of ``indices`` as ``build`` returns it on the native batch path (a list
-        of new columns), with ``slot``'s job set to fill it (consumer, before it publishes
-        the batch); or None, and the slot holds no job: ``build`` then builds the batch (and
-        raises what it raises)."""
-        try:
-            if type(indices) is PermutationSpan:  # the job computes the rows (_sampling/spans.py)
-                return jobs.prepare_span(slot, indices.perm, indices.start, indices.count)
-            if type(indices) is not np.ndarray:
-                indices = as_index_array(indices)
-            return jobs.prepare(slot, indices)
-        except Exception:  # not indices, or columns that cannot be allocated (MemoryError):
-            jobs.drop(slot)  # raised for its batch by build(), on the general path, not here
-            return None
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
@@ -301,6 +152,66 @@ class Fetcher(Builder):
             return item
         finally:
             local.index = saved
+
+
+class SingleFetcher(Fetcher):
+    """``batch_size=None``: a work item is one index; ``collate_fn`` converts its one item."""
+
+    __slots__ = ()
+    kind = BuilderKind.SINGLE
+
+    def _build(self, index: Any, rec: Recorder) -> Any:
+        item = self.fetch_item(index)
+        rec.fetched()
+        out = self._collate(item)
+        rec.done()
+        return out
+
+
+class LanesFetcher(Fetcher):
+    """A batch's items fetched (and transformed) by ``item_concurrency`` lanes at once.
+
+    Args:
+        lanes: the pool's ``LanePool``.
+        item_concurrency: lanes per batch (> 1).
+    """
+
+    __slots__ = ("_lanes", "_k")
+    kind = BuilderKind.LANES
+
+    def __init__(
+        self,
+        dataset: Any,
+        collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None,
+        epoch_key: tuple[int, int],
+        lanes: LanePool,
+        item_concurrency: int,
+    ) -> None:
+        super().__init__(dataset, collate_fn, transform, epoch_key)
+        self._lanes = lanes
+        self._k = item_concurrency
+
+    def _build(self, indices: Any, rec: Recorder) -> Any:
+        items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
+        rec.fetched()
+        out = self._collate(items)
+        rec.done()
+        return out
+
+
+class ItemsFetcher(Fetcher):
+    """One ``__getitem__`` an item, on the building thread."""
+
+    __slots__ = ()
+    kind = BuilderKind.ITEMS
+
+    def _build(self, indices: Any, rec: Recorder) -> Any:
+        items = self._fetch_all(indices)
+        rec.fetched()
+        out = self._collate(items)
+        rec.done()
+        return out
 
     def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
         """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
@@ -320,6 +231,37 @@ class Fetcher(Builder):
             local.index = saved
         return items
 
+
+class GetitemsFetcher(Fetcher):
+    """One ``__getitems__(indices)`` call a batch (its items checked: count, awaitables),
+    then ``transform`` per item and ``collate_fn``."""
+
+    __slots__ = ("_getitems",)
+    kind = BuilderKind.GETITEMS
+
+    def __init__(
+        self,
+        dataset: Any,
+        collate_fn: Callable[[Any], Any],
+        transform: Callable[[Any], Any] | None,
+        epoch_key: tuple[int, int],
+    ) -> None:
+        super().__init__(dataset, collate_fn, transform, epoch_key)
+        self._getitems = dataset.__getitems__
+
+    def _build(self, indices: Any, rec: Recorder) -> Any:
+        items = self._getitems(indices)
+        if is_awaitable(items):
+            raise awaitable_item_error(self._dataset, items, "__getitems__", indices)
+        items = check_items_not_awaitable(self._dataset, check_item_count(items, len(indices)), indices)
+        rec.fetched()
+        if self._transform is not None:
+            items = self._transform_all(indices, items)
+            rec.transformed()
+        out = self._collate(items)
+        rec.done()
+        return out
+
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
         transform = self._transform
         assert transform is not None
@@ -333,7 +275,6 @@ class Fetcher(Builder):
         finally:
             local.index = saved
         return out
-
 
 class Stream:
     """One ``iter(dataset)``, ended for good at its first ``StopIteration``.
@@ -365,6 +306,7 @@ class StreamBatcher(Builder):
     """
 
     __slots__ = ("_batch_size", "_drop_last")
+    kind = BuilderKind.STREAM
 
     def __init__(
         self,

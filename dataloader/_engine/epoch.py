@@ -49,9 +49,9 @@ from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
-from dataloader._engine.build import Failure, interrupted
 from dataloader._engine.errors import INTERRUPTS, timeout_error
 from dataloader._engine.iterator import IN_NEXT, OPEN, EpochIterator, WorkSource
+from dataloader._engine.outcome import Failure, interrupted
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
@@ -156,10 +156,12 @@ class Epoch(EpochIterator):
         self._pool: WorkerPool | None = pool
         self._window = Window(window, source.owners, usable_cpus())
         self._source: WorkSource | None = source
-        # Native batches (an ArrayDataset on the native batch path): workers build them with no
+        # Native batches (a native_rows builder, _engine/native.py): workers build them with no
         # Python, and the consumer builds them too while the batch it needs is not ready.
         self._help_rec = help_rec
-        jobs = source.row_jobs(window) if help_rec is not None else None
+        native = source.native if help_rec is not None else None
+        self._native = native
+        jobs = native.jobs(window) if native is not None else None
         self._jobs = jobs
         self._shared = Shared(source, window, pool.num_workers, tune, jobs)
         if tune is not None:
@@ -204,8 +206,8 @@ class Epoch(EpochIterator):
             slot = published % shared.size
             shared.tasks[slot] = task
             self._owner[slot] = owner
-            if self._jobs is not None:
-                shared.prepared[slot] = source.prepare(self._jobs, slot, task)
+            if self._jobs is not None and self._native is not None:
+                shared.prepared[slot] = self._native.prepare(self._jobs, slot, task)
             if window.publish(owner) == Status.CANCELLED:  # by a close() meanwhile
                 return
             published += 1
@@ -305,7 +307,7 @@ class Epoch(EpochIterator):
     def _release(self) -> None:
         self._finalizer.detach()
         own = self._own_pool
-        self._source = self._pool = self._own_pool = None
+        self._source = self._pool = self._own_pool = self._native = None
         self._shared.clear()
         if own is not None:
             own.shutdown()

@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dataloader import _context
-from dataloader._engine.build import END, Failure, Fetcher, Stream, StreamBatcher, no_stop_iteration
+from dataloader._engine.build import Builder, Stream, StreamBatcher
 from dataloader._engine.errors import reported_length, warn_past_length
+from dataloader._engine.native import NativeJobs
+from dataloader._engine.outcome import END, Failure, no_stop_iteration
 from dataloader._engine.pool import WorkerSetup, start_worker, worker_copy, worker_info
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
-from dataloader._native._rowjobs import RowJobs
-from dataloader._native._stats import Recorder
 
 __all__ = ["MapItems", "StreamItems"]
 
@@ -43,7 +43,8 @@ class MapItems:
 
     Args:
         indices: the epoch's (batch) sampler iterator, already started.
-        fetch: builds one batch from its indices.
+        fetch: builds one batch from its indices (the epoch's named builder; one with
+            ``rows``, ``native_rows``, gives the source its ``native`` jobs).
         setup: what a worker needs to start the epoch.
         num_workers: workers of the epoch (0 for the sequential path).
         stats: the epoch's statistics (worker ``w`` records into ``stats.workers[w]``).
@@ -51,9 +52,10 @@ class MapItems:
 
     owners = 0  # any worker builds any item
     skips = False  # taken() is always True: every result is a batch
+    native: NativeJobs | None  # the epoch's native jobs (a native_rows builder's), or None
 
     def __init__(
-        self, indices: Iterator[Any], fetch: Fetcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
+        self, indices: Iterator[Any], fetch: Builder, setup: WorkerSetup, num_workers: int, stats: EpochStats
     ) -> None:
         self._recs = stats.workers
         self._indices = indices
@@ -61,6 +63,8 @@ class MapItems:
         self._setup = setup
         self._num_workers = num_workers
         self._init_failures: list[Failure | None] = [None] * num_workers
+        rows = fetch.rows
+        self.native = NativeJobs(rows, self._recs, self._init_failures) if rows is not None else None
 
     def next_item(self) -> tuple[Any, int]:
         """The next batch's indices and ``ANY_WORKER`` (raises what the sampler raises)."""
@@ -90,19 +94,6 @@ class MapItems:
     def stop_worker(self, worker_id: int) -> None:
         pass
 
-    def row_jobs(self, size: int) -> RowJobs | None:
-        """Native row-gather jobs for a window of ``size`` slots, or None (``Fetcher.row_jobs``)."""
-        return self._fetch.row_jobs(size) if type(self._fetch) is Fetcher else None
-
-    def prepare(self, jobs: RowJobs, slot: int, indices: Any) -> Any:
-        """The batch whose job ``slot`` now holds, or None (``Fetcher.prepare``)."""
-        return self._fetch.prepare(jobs, slot, indices)
-
-    def native_recorder(self, worker_id: int) -> Recorder | None:
-        """The recorder worker ``worker_id`` runs native jobs with, or None when it must not
-        run them: its ``worker_init_fn`` failed, which fails every batch it builds."""
-        return self._recs[worker_id] if self._init_failures[worker_id] is None else None
-
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
         build, rec = self._fetch.build, self._recs[0]
@@ -121,6 +112,7 @@ class StreamItems:
     """
 
     skips = True  # taken() is False for a stream's END
+    native: NativeJobs | None = None  # a stream's batches are built from its iterator, by its own worker
 
     def __init__(
         self, dataset: Any, batcher: StreamBatcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
@@ -195,15 +187,6 @@ class StreamItems:
     def stop_worker(self, worker_id: int) -> None:
         """Drop this worker's stream (on its own thread: a generator finishes there)."""
         self._streams[worker_id] = None
-
-    def row_jobs(self, size: int) -> RowJobs | None:
-        return None  # a stream's batches are built from its iterator, by its own worker
-
-    def prepare(self, jobs: RowJobs, slot: int, item: Any) -> Any:
-        raise TypeError("an IterableDataset's batches have no native jobs")
-
-    def native_recorder(self, worker_id: int) -> Recorder | None:
-        return None
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``; the consumer

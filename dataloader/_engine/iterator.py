@@ -20,13 +20,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from dataloader import _context
-from dataloader._engine.build import END, Failure, interrupted
 from dataloader._engine.errors import INTERRUPTS
+from dataloader._engine.native import NativeJobs
+from dataloader._engine.outcome import END, Failure, interrupted
 from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
-from dataloader._native._rowjobs import RowJobs
-from dataloader._native._stats import Recorder
 
 __all__ = [
     "CLOSED", "CLOSING", "IN_NEXT", "OPEN", "EpochIterator", "Forks", "SequentialEpoch", "State", "WorkSource",
@@ -55,6 +54,7 @@ class WorkSource(Protocol):
 
     owners: int
     skips: bool  # taken() may return False (else every result is a batch and it is not called)
+    native: NativeJobs | None  # the epoch's native batch jobs (dataloader._engine.native), or None
 
     def next_item(self) -> tuple[Any, int]: ...
     def taken(self, owner: int, result: Any) -> bool: ...
@@ -62,9 +62,6 @@ class WorkSource(Protocol):
     def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo: ...
     def build(self, worker_id: int, item: Any) -> Any: ...
     def stop_worker(self, worker_id: int) -> None: ...
-    def row_jobs(self, size: int) -> RowJobs | None: ...
-    def prepare(self, jobs: RowJobs, slot: int, item: Any) -> Any: ...
-    def native_recorder(self, worker_id: int) -> Recorder | None: ...
 
 
 def forked_error(pid: int) -> RuntimeError:

@@ -20,10 +20,12 @@ import numpy as np
 
 from dataloader._context import epoch_seed
 from dataloader._engine.autotune import AutoTuner
-from dataloader._engine.build import END, Fetcher, StreamBatcher
+from dataloader._engine.build import BuilderKind, StreamBatcher
+from dataloader._engine.builders import MapBuild, map_builder
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
+from dataloader._engine.outcome import END
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.resume import Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
@@ -123,22 +125,11 @@ class EpochPlan:
     async_loop: Any = None
 
     def _map_builder(self, pool: WorkerPool | None, epoch_key: tuple[int, int]) -> tuple[Any, type[MapItems]]:
-        """The builder of a map-style epoch and its work-item source class."""
-        fetch: Any
-        if self.async_loop is not None:
-            from dataloader._engine.async_build import AsyncFetcher, AsyncItems  # lazy: asyncio only for async datasets
-
-            # The epoch keeps the run of the loop it starts with (async_loop.LoopRun).
-            fetch = AsyncFetcher(
-                self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
-                epoch_key, self.async_loop.start(),
-            )
-            return fetch, AsyncItems
-        lanes = pool.lanes if pool is not None else None
-        fetch = Fetcher(
-            self.dataset, self.auto_collation, self.collate_fn, self.transform, lanes, self.item_concurrency, epoch_key
-        )
-        return fetch, MapItems
+        """The named builder of a map-style epoch and its work-item source class (``builders``)."""
+        return map_builder(MapBuild(
+            self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
+            workers=self.num_workers > 0, lanes=pool.lanes if pool is not None else None, async_loop=self.async_loop,
+        ), epoch_key)
 
     def new_pool(self) -> WorkerPool | None:
         """A pool for this plan's epochs, or None when they need no thread."""
@@ -206,7 +197,7 @@ class EpochPlan:
                 inline_build = functools.partial(fetch.build, rec=stats.workers[-1])
             # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
             spans = (self.spans is not None and self.num_workers > 0 and not settled_inline
-                     and type(fetch) is Fetcher and fetch.has_row_jobs)
+                     and fetch.kind is BuilderKind.NATIVE_ROWS)
             indices: Iterator[Any] = iter(())
             try:
                 batches = self.spans() if spans and self.spans is not None else None

@@ -54,7 +54,7 @@ class LoaderStats:
         fetch_s, transform_s, collate_s: seconds all building threads together (as for
             ``built``) spent fetching items (``__getitem__``/``__getitems__``, or iterating
             an ``IterableDataset``), running ``transform`` and running ``collate_fn``.  A
-            native batch (an ``ArrayDataset``'s or ``NdfDataset``'s with workers, built
+            native batch (of a dataset with ``__batch_rows__``, e.g. ``ArrayDataset``, built
             with no Python) counts as fetching.
             A transform run per item inside the fetch (a dataset without
             ``__getitems__``, or ``item_concurrency > 1``) counts as fetching.

@@ -40,8 +40,9 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from dataloader._engine.build import END, StreamBatcher, interrupted
+from dataloader._engine.build import StreamBatcher
 from dataloader._engine.items import StreamItems
+from dataloader._engine.outcome import END, interrupted
 from dataloader._engine.pool import WorkerSetup
 from dataloader._engine.stats import EpochStats
 

@@ -75,8 +75,9 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
             return
         shared.infos[worker_id] = source.start_worker(worker_id, window)
         tune, size, jobs = shared.tune, shared.size, shared.jobs
-        rec = source.native_recorder(worker_id) if jobs is not None else None  # None: no native jobs
-        del shared, source
+        native = source.native if jobs is not None else None
+        rec = native.recorder(worker_id) if native is not None else None  # None: no native jobs here
+        del shared, source, native
         set_worker = _context.set_worker
         set_worker(None)
         claim, complete = window.claim, window.complete

@@ -37,7 +37,7 @@ Why 8 rounds: Luby-Rackoff shows 4 rounds of independent random functions give a
 pseudorandom permutation; Patarin's bounds improve with more rounds, and our round
 functions are keyed hash mixes rather than random functions, so we double that margin.
 Positions and pairs of consecutive indices are uniform by chi-square over many seeds
-(tests/test_permute.py).  This is a statistical shuffle for training, not cryptography:
+(tests/sampling/test_permute.py).  This is a statistical shuffle for training, not cryptography:
 the round function is not a cryptographic PRF.  As with ``numpy``'s ``permutation`` (a
 128-bit state), only a tiny subset of the ``n!`` orders is reachable for large ``n``; what
 training needs is that no low-order statistic (where an index lands, which indices share a

@@ -16,6 +16,7 @@ import numpy as np
 
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
+from dataloader._datasets.rows import BatchRows
 from dataloader._indices import as_index_array
 from dataloader._native._gather import ADVICE, Reader
 from dataloader._ndf.format import MMAP_AUTO_MAX_BYTES, read_layout
@@ -289,14 +290,13 @@ class NdfDataset(Dataset[tuple[np.ndarray, np.ndarray]]):
         x, y = self.file.read_rows(indices)
         return BatchedItems((x, y.reshape(-1)) if self.scalar_labels else (x, y))
 
-    def _native_rows(self) -> Reader | None:
-        """What the loader's native batch jobs gather from (``_native/_rowjobs.pyx``): the
-        file's ``Reader``; None for a subclass (its ``__getitems__`` may differ)."""
-        return self.file._reader if type(self) is NdfDataset else None
-
-    def _native_y_shape(self) -> tuple[int, ...]:
-        """The shape of one row's y in a native batch: ``()`` with scalar_labels, else (l,)."""
-        return () if self.scalar_labels else (self.file.l,)
+    def __batch_rows__(self) -> BatchRows | None:
+        """The file's ``Reader``, for the loader's native batches (``BatchRows``: y of shape
+        ``(B,)`` with ``scalar_labels``, else ``(B, l)``); None for a subclass, whose items may
+        differ (it opts in by defining its own ``__batch_rows__``)."""
+        if type(self) is not NdfDataset:
+            return None
+        return BatchRows(self.file._reader, () if self.scalar_labels else (self.file.l,))
 
     def close(self) -> None:
         """Close the file if this dataset opened it."""

@@ -21,7 +21,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from dataloader.dataset import Dataset
+from dataloader._datasets.base import Dataset
 from dataloader.io.locations import Locations
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 

@@ -44,102 +44,24 @@ dataset's ``headers``, to a host its locations do not name (the rule a
 
 from __future__ import annotations
 
-import email.utils
-import errno
-import os
-import threading
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io._clients import RemoteDataset
+from dataloader.io._http_errors import (
+    TRANSIENT_STATUSES, Transport, client_error, protocol_error, redirect_refused, status_error, transient,
+)
 from dataloader.io._redact import redact, redact_text, redact_url
-from dataloader.io.asyncds import AsyncDataset
-from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry
 
 __all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
 
-TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # aiohttp's own defaults, kept: TCPConnector(limit=100); ClientTimeout(total=300 s).
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_TIMEOUT_S = 300.0
 MAX_REDIRECTS = 10  # aiohttp's default max_redirects
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-_MAX_REASON = 200  # characters of a parser's complaint kept in a protocol error (it may quote the response)
-
-
-class _Transport(ConnectionError):
-    """A connection or transport failure (transient)."""
-
-
-def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, _Transport) or getattr(exc, "status", None) in TRANSIENT_STATUSES
-
-
-def _status_error(url: str, status: int, reason: str | None, retry_after: str | None = None) -> OSError:
-    """The error of a final status; ``url`` as shown (redacted)."""
-    text = f"{url}: HTTP {status} {reason or ''}".rstrip()
-    exc: OSError
-    if status in (404, 410):
-        exc = FileNotFoundError(errno.ENOENT, text, url)
-    elif status in (401, 403):
-        exc = PermissionError(errno.EACCES, text, url)
-    else:
-        exc = OSError(text)
-    exc.status = status  # type: ignore[attr-defined]
-    if status in (429, 503):
-        exc.retry_after_s = _retry_after_s(retry_after)  # type: ignore[attr-defined]
-    return exc
-
-
-def _protocol_error(url: str, reason: str) -> OSError:
-    """A response that is not HTTP (it did not parse, or its status is not one): ``OSError``
-    with ``errno.EPROTO`` and ``status`` None (no status was received), naming ``url`` (as
-    shown) and the parser's reason on one line.  Final: a server that answers so is not
-    answering a retry better."""
-    reason = " ".join(redact_text(reason).split())
-    if len(reason) > _MAX_REASON:
-        reason = reason[: _MAX_REASON - 3] + "..."
-    exc = OSError(errno.EPROTO, f"{url}: malformed HTTP response: {reason}")
-    exc.status = None  # type: ignore[attr-defined]
-    return exc
-
-
-def _client_error(shown: str, exc: Exception) -> Exception:
-    """aiohttp's ``exc`` as this module's error, naming ``shown`` (the URL, redacted); the
-    caller raises it outside its ``except`` block, so that it chains nothing (see the module)."""
-    from aiohttp import (  # lazy: an optional dependency, imported once a request failed
-        ClientConnectionError, ClientPayloadError, ClientResponseError, InvalidURL,
-    )
-    from aiohttp.http_exceptions import ContentEncodingError  # lazy: as aiohttp above
-
-    if isinstance(exc, InvalidURL):
-        return ValueError(f"{shown}: invalid URL ({redact_text(exc.description or 'unparsable')})")
-    if isinstance(exc, ClientPayloadError) and isinstance(exc.__cause__, ContentEncodingError):
-        return _protocol_error(shown, exc.__cause__.message)  # a body that does not decode: final
-    if isinstance(exc, (ClientConnectionError, ClientPayloadError)):  # refused, reset, cut short
-        return _Transport(f"{shown}: {type(exc).__name__}: {redact_text(str(exc))}")
-    if isinstance(exc, ClientResponseError):  # the response did not parse (its "400" was never sent)
-        return _protocol_error(shown, exc.message)  # not chained: its str names the URL's query
-    return _protocol_error(shown, f"{type(exc).__name__}: {exc}")  # none other known to get here (redacted)
-
-
-def _retry_after_s(value: str | None) -> float | None:
-    """``Retry-After``'s wait in seconds (RFC 9110 10.2.3: delay-seconds or an HTTP date);
-    None when absent or not understood."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():  # RFC 9110's DIGIT is ASCII ("²".isdigit() too)
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:  # "-0000": UTC, as HTTP dates are
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
 
 
 def _same_origin_redirect(url: str, resp: Any) -> str:
@@ -170,12 +92,8 @@ def _same_origin_redirect(url: str, resp: Any) -> str:
     ):
         why = "a redirect may not add or change credentials (user:password@) in the URL"
     if why:
-        refused = PermissionError(
-            errno.EACCES, f"{redact(url)}: HTTP {resp.status} redirect to {redact(str(target))} refused: {why}",
-            redact(url),
-        )
-        refused.status = resp.status  # type: ignore[attr-defined]
-        raise refused
+        text = f"{redact(url)}: HTTP {resp.status} redirect to {redact(str(target))} refused: {why}"
+        raise redirect_refused(redact(url), resp.status, text)
     return str(target)
 
 
@@ -204,7 +122,7 @@ def _check_url(location: str) -> str:
     return location
 
 
-class HttpDataset(AsyncDataset[bytes]):
+class HttpDataset(RemoteDataset[Any]):
     """The body of one HTTP(S) GET per item.
 
     Args:
@@ -227,7 +145,9 @@ class HttpDataset(AsyncDataset[bytes]):
     Cookies are neither kept nor sent (unless given in ``headers``): an item's bytes
     depend on its URL and ``headers`` only, never on which items were fetched before.
     Thread-safety: the coroutines run on event loops; one session (connection
-    pool) per loop, created on first use and closed by ``aclose()``.
+    pool) per loop and process, created on first use and closed by ``aclose()``
+    (``dataloader.io._clients``).  ``copy.copy`` shares the sessions; ``pickle`` and
+    ``copy.deepcopy`` raise ``TypeError`` (a copy would carry ``headers``' credentials).
 
     Raises (for that item's batch; every URL shown without credentials, see the module):
         IndexError: the index is out of range.
@@ -238,6 +158,8 @@ class HttpDataset(AsyncDataset[bytes]):
             (``PermissionError`` also for a redirect to another origin; ``OSError`` with
             ``errno.EPROTO`` and ``status`` None for a response that is not HTTP).
     """
+
+    pickles = False  # a copy would carry the headers' credentials; build a new one instead
 
     def __init__(
         self,
@@ -259,37 +181,22 @@ class HttpDataset(AsyncDataset[bytes]):
         self.headers = dict(headers or {})
         self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
-        self.locations = Locations(locations).bind("url", _check_url)
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
-        # event loop -> aiohttp.ClientSession; after fork() the parent's stay here, never used
-        # (their connections are the parent's) nor closed (nor warned about by the collector).
-        self._sessions: dict[Any, Any] = {}
+        super().__init__(locations, target="url", check=_check_url)
 
-    def __copy__(self) -> HttpDataset:
-        """A shallow copy (it shares the lock and sessions, as the default one did)."""
-        twin = object.__new__(type(self))
-        twin.__dict__.update(self.__dict__)
-        return twin
+    def _new_client(self) -> Any:
+        """This loop's ``aiohttp.ClientSession`` (see ``dataloader.io._clients``)."""
+        import aiohttp  # lazy: an optional dependency, on first use
 
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        """Refused (``pickle``, ``copy.deepcopy``): naming the dataset, not its lock.
-
-        Raises:
-            TypeError: always; the message shows the dataset as ``repr`` does (no credentials).
-        """
-        raise TypeError(
-            f"cannot pickle or deep-copy {self!r}: an HttpDataset holds a lock and its connection "
-            "sessions; build a new one (a loader over it neither pickles nor deep-copies)"
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        return aiohttp.ClientSession(  # no cookie jar: an item is its URL's, whatever came before
+            connector=connector, headers=self.headers, timeout=aiohttp.ClientTimeout(total=None),
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
 
-    def __len__(self) -> int:
-        return len(self.locations)
-
-    async def __getitem__(self, index: int) -> bytes:
+    async def _fetch(self, session: Any, url: str) -> bytes:
+        """The body at ``url``, every attempt on ``session`` (see the module for the errors)."""
         import asyncio
 
-        url = self.locations[index]
         if self._authorization and _has_userinfo(url):
             raise ValueError(
                 f"{redact(url)}: has credentials (user:password@) and headers= has an Authorization "
@@ -298,36 +205,14 @@ class HttpDataset(AsyncDataset[bytes]):
         failed: Exception
         try:  # errors name redact(url), made only when one is raised
             async with asyncio.timeout(self.timeout_s):
-                return await self.retry.run_async(lambda: self._attempt(url), _transient, lambda: redact(url))
-        except _Transport as exc:  # the last attempt's: a plain ConnectionError for the user
+                return await self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
+        except Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             failed = ConnectionError(str(exc))
         except TimeoutError as exc:
             failed = TimeoutError(str(exc) or f"{redact(url)}: not fetched within timeout_s={self.timeout_s}")
         raise failed  # outside the handlers: it chains nothing (see the module)
 
-    def _mutex(self) -> threading.Lock:
-        if self._pid != os.getpid():  # a forked child: a parent thread may have held the lock
-            self._lock, self._pid = threading.Lock(), os.getpid()
-        return self._lock
-
-    def _session(self) -> Any:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        with self._mutex():
-            session = self._sessions.get(loop)
-            if session is None or session.closed:
-                import aiohttp  # lazy: an optional dependency, on first use
-
-                connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
-                session = aiohttp.ClientSession(  # no cookie jar: an item is its URL's, whatever came before
-                    connector=connector, headers=self.headers, timeout=aiohttp.ClientTimeout(total=None),
-                    cookie_jar=aiohttp.DummyCookieJar(),
-                )
-                self._sessions[loop] = session
-            return session
-
-    async def _attempt(self, url: str) -> bytes:
+    async def _attempt(self, session: Any, url: str) -> bytes:
         """One GET of ``url``, redirects followed; errors name ``redact(url)``.
 
         Every aiohttp exception is mapped here (none leaves as it is): see the module.
@@ -338,20 +223,20 @@ class HttpDataset(AsyncDataset[bytes]):
         failed: Exception
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                async with self._session().get(at, allow_redirects=False) as resp:
+                async with session.get(at, allow_redirects=False) as resp:
                     if resp.status in _REDIRECTS and "Location" in resp.headers:
                         at = _same_origin_redirect(url, resp)
                         continue
                     if resp.status < 200:  # "HTTP/1.1 000": no final status at all
-                        raise _protocol_error(redact(url), f"status {resp.status} is not a final response status")
+                        raise protocol_error(redact(url), f"status {resp.status} is not a final response status")
                     if resp.status >= 300:
-                        raise _status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
+                        raise status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
                     return await self._read_body(url, resp)
             failed = OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
         except UnicodeError as exc:  # yarl: a host IDNA cannot encode ("a..b", a label over 63)
             failed = ValueError(f"{redact(url)}: invalid URL (its host: {exc})")
         except aiohttp.ClientError as exc:
-            failed = _client_error(redact(url), exc)
+            failed = client_error(redact(url), exc)
         raise failed  # outside the handlers: aiohttp's exception (its request_info) is not chained
 
     async def _read_body(self, url: str, resp: Any) -> bytes:
@@ -366,16 +251,6 @@ class HttpDataset(AsyncDataset[bytes]):
                 raise over_max_bytes(redact(url), f"more than {limit}", limit)
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def aclose(self) -> None:
-        """Close this loop's session and its connections (the loader awaits it on close)."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        with self._mutex():
-            session = self._sessions.pop(loop, None)
-        if session is not None:
-            await session.close()
 
     def __repr__(self) -> str:
         return f"HttpDataset({self.locations!r}, max_bytes={self.max_bytes}, timeout_s={self.timeout_s})"

@@ -25,20 +25,20 @@ are not seen.
 from __future__ import annotations
 
 import errno
-import os
 from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
+from dataloader.io._clients import ProcessRuntime, RemoteDataset
 from dataloader.io._redact import redact, redact_text
-from dataloader.io.asyncds import AsyncDataset
 from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry, seconds_delta
 from dataloader.io.template import Template
 
 __all__ = ["ObjectStoreDataset"]
 
-_runtime_pid: int | None = None  # the process in which this module first fetched through obstore
+# obstore's one tokio runtime per process: entered when a dataset first fetches in a process.
+_RUNTIME = ProcessRuntime("ObjectStoreDataset: obstore's runtime")
 
 
 def _store_url(location: str) -> str:
@@ -65,7 +65,7 @@ def _object_url(url: str | None, key: str) -> str:
     return f"{base if base.endswith('/') else base + '/'}{key}{q}{query}"
 
 
-class ObjectStoreDataset(AsyncDataset[bytes]):
+class ObjectStoreDataset(RemoteDataset[Any]):
     """The bytes of one object per item.
 
     Args:
@@ -89,7 +89,9 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
     both collations refuse, as torch's own does); it is copied once into the
     ``bytes`` (a ``bytes`` object cannot share another object's memory), on the
     event loop thread.  ``Decode()`` then reads the ``bytes`` without a copy.
-    Thread-safety: the store may be used from any thread and event loop.
+    Thread-safety: the store may be used from any thread and event loop (it is the
+    client of every loop: ``dataloader.io._clients``).  ``pickle`` and ``copy.deepcopy``
+    copy the store when it pickles (obstore's S3, GCS and Azure stores do).
 
     Raises (from the constructor):
         ValueError, TypeError: bad arguments or locations (obstore's configuration
@@ -119,7 +121,7 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
             url = _store_url(_first_location(locs))
             self._prefix = url + "/"
         self.url = url
-        self.locations = locs.bind("key", self._check_key)
+        super().__init__(locs, target="key", check=self._check_key)
         if store is None:
             import obstore.store  # lazy: an optional dependency, on first use
 
@@ -144,24 +146,18 @@ class ObjectStoreDataset(AsyncDataset[bytes]):
             )
         return location
 
-    def __len__(self) -> int:
-        return len(self.locations)
+    def _new_client(self) -> Any:
+        """The store (one for every loop: obstore's client is thread-safe), once this
+        process may use obstore's runtime (see the module: fork)."""
+        _RUNTIME.enter()
+        return self.store
 
-    async def __getitem__(self, index: int) -> bytes:
+    async def _fetch(self, store: Any, key: str) -> bytes:
+        """The object ``key``'s bytes (see the module for the errors)."""
         import obstore  # lazy: an optional dependency, on first use
 
-        global _runtime_pid
-        if _runtime_pid != os.getpid():
-            if _runtime_pid is not None:
-                raise RuntimeError(
-                    f"ObjectStoreDataset: obstore's runtime was started in process {_runtime_pid}, and its "
-                    f"threads do not exist in this forked one ({os.getpid()}); start this process with the "
-                    "'spawn' or 'forkserver' method, or fetch only after the fork"
-                )
-            _runtime_pid = os.getpid()  # racing first fetches all write this same value
-        key = self.locations[index]
         try:
-            result = await obstore.get_async(self.store, key)
+            result = await obstore.get_async(store, key)
             size = result.meta["size"]
             if self.max_bytes is None or size <= self.max_bytes:
                 return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring

@@ -1,0 +1,1 @@
+"""Tests of the scripts of benchmarks/ (tiny sizes, no measurement)."""

@@ -1,0 +1,1 @@
+"""Tests of collation (dataloader/_collation/)."""

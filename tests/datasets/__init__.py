@@ -1,0 +1,1 @@
+"""Tests of datasets, transforms and ArrayDataset (dataloader/_datasets/, transforms.py)."""

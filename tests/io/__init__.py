@@ -1,0 +1,1 @@
+"""Tests of remote and file datasets (dataloader/io/)."""

@@ -1,0 +1,1 @@
+"""Tests of the Cython kernels (dataloader/_native/): window, gather, row jobs, statuses."""

@@ -1,0 +1,1 @@
+"""Tests of the .ndf format (dataloader/_ndf/)."""

@@ -1,0 +1,1 @@
+"""Tests of samplers and index batches (dataloader/_sampling/, _indices.py)."""
