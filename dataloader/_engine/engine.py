@@ -209,7 +209,7 @@ def _close_all(epochs: list[EpochIterator], pool: WorkerPool | None, until: floa
     """Close ``epochs``, then shut ``pool`` down, within the budget up to ``until``."""
     for it in epochs:
         if isinstance(it, Epoch):
-            it._close(wait_s=max(0.0, until - time.monotonic()))
+            it.close(timeout_s=max(0.0, until - time.monotonic()))
         else:
             it.close()
     if pool is not None:
