@@ -20,9 +20,9 @@ import weakref
 import numpy as np
 import pytest
 
+import dataloader._engine.engine as engine_module
 import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
-import dataloader.loader as loader_module
 from tests._fork import fork_and_wait
 from tests._support import RangeStream, RecordingDataset
 from dataloader import DataLoader, IterableDataset
@@ -58,7 +58,7 @@ class Gate:
 def short_budget(monkeypatch):
     """Make close()'s budget 0.5 s (the default, 5 s, would only make these tests slow)."""
     monkeypatch.setattr(epoch_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(loader_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(engine_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)  # Engine.close's budget
     monkeypatch.setattr(handout_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
     return 0.5
 
@@ -229,6 +229,27 @@ def test_a_pool_whose_worker_did_not_come_back_is_never_reused(short_budget):
     ds.release.set()
     new = {t for t in threading.enumerate() if t.name.startswith("dataloader-worker")} - old
     assert len(new) == 2
+    loader.close()
+
+
+@pytest.mark.parametrize("timeout_s", [0.0, 0.3])
+def test_close_waits_at_most_its_timeout_for_a_stuck_batch(timeout_s):
+    ds = Gate(6, stuck=1)
+    loader = DataLoader(ds, batch_size=1, num_workers=2, prefetch_depth=0)
+    it = iter(loader)
+    assert next(it).tolist() == [0]
+    assert ds.started.wait(WAIT_S)
+    t0 = time.monotonic()
+    it.close(timeout_s=timeout_s)  # not the default 5 s
+    elapsed = time.monotonic() - t0
+    t1 = time.monotonic()
+    it.close()  # a second close returns at once, whatever its timeout
+    again = time.monotonic() - t1
+    ds.release.set()
+    assert timeout_s <= elapsed < timeout_s + 2.0, f"close(timeout_s={timeout_s}) took {elapsed:.2f} s"
+    assert again < 1.0
+    with pytest.raises(StopIteration):
+        next(it)
     loader.close()
 
 
