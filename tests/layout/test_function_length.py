@@ -15,16 +15,6 @@ import dataloader
 PACKAGE_DIR = Path(dataloader.__file__).parent
 MAX_FUNCTION_LINES = 50
 
-# Functions still over the limit while issue 21's other parts land (loader.py, torch/_loader.py and
-# _engine/plan.py: the engine's front door; _engine/epoch.py: the epoch life cycle).  Each entry must
-# still be over the limit: delete it when its function is split.  Empty at the end of issue 21.
-PENDING = {
-    "dataloader.loader.DataLoader.__init__",
-    "dataloader.torch._loader.DataLoader.__init__",
-    "dataloader._engine.plan.EpochPlan.start",
-    "dataloader._engine.epoch.Epoch.__init__",
-}
-
 
 def function_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     """Lines from ``def`` to the last line of the body, less the docstring's lines."""
@@ -68,16 +58,10 @@ def long_functions(limit: int = MAX_FUNCTION_LINES) -> dict[str, str]:
 
 
 def test_no_function_is_over_the_limit():
-    found = long_functions()
-    offenders = [text for name, text in sorted(found.items()) if name not in PENDING]
+    offenders = [text for _, text in sorted(long_functions().items())]
     assert not offenders, f"functions over {MAX_FUNCTION_LINES} lines (docstring excluded):\n" + "\n".join(
         offenders
     )
-
-
-def test_pending_functions_are_still_over_the_limit():
-    done = sorted(PENDING - set(long_functions()))
-    assert not done, "no longer over the limit (or renamed): remove from PENDING: " + ", ".join(done)
 
 
 def test_counts_lines_without_the_docstring_and_finds_nested_functions():

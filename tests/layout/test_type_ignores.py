@@ -16,16 +16,6 @@ PACKAGE_DIR = Path(dataloader.__file__).parent
 
 IGNORE = re.compile(r"#\s*type:\s*ignore")  # as mypy reads it: spaces optional
 
-# Files whose ignores other parts of issue 21 remove (path: count).  Each count must match the
-# file: lower it, or delete the entry, as they go.  Empty at the end of issue 21.
-PENDING = {
-    "dataloader/_context.py": 1,
-    "dataloader/_engine/lanes.py": 1,
-    "dataloader/_engine/epoch.py": 1,
-    "dataloader/_engine/async_build.py": 1,
-}
-
-
 def type_ignores(source: str) -> list[int]:
     """Line numbers of the comments that hold ``type: ignore`` (not strings that mention it)."""
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
@@ -41,14 +31,8 @@ def ignores_by_file() -> dict[str, list[int]]:
 
 
 def test_no_type_ignore_in_the_package():
-    bad = [f"{path}:{line}" for path, lines in ignores_by_file().items() if path not in PENDING for line in lines]
+    bad = [f"{path}:{line}" for path, lines in ignores_by_file().items() for line in lines]
     assert not bad, "'# type: ignore' in:\n" + "\n".join(bad)
-
-
-def test_pending_counts_match_the_files():
-    found = ignores_by_file()
-    wrong = {path: len(found.get(path, [])) for path, count in PENDING.items() if len(found.get(path, [])) != count}
-    assert not wrong, f"PENDING is out of date (path: ignores now): {wrong}"
 
 
 def test_finds_comments_only():
