@@ -506,3 +506,30 @@ def test_a_process_exits_promptly_with_an_epoch_open(end, sleep, runs):
 def test_an_absurd_batch_size_fails_at_construction():
     with pytest.raises(ValueError, match=r"batch_size=10+ must be <="):
         DataLoader(list(range(4)), batch_size=10**30)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_close_refuses_a_timeout_that_is_not_seconds_before_closing_anything(workers):
+    loader = DataLoader(list(range(8)), batch_size=2, num_workers=workers)
+    it = iter(loader)
+    next(it)
+    for bad, error in [("x", TypeError), (True, TypeError), (float("nan"), ValueError)]:
+        with pytest.raises(error, match="timeout_s"):
+            it.close(timeout_s=bad)
+        assert not it.closed
+    assert next(it) is not None
+    it.close(timeout_s=float("inf"))  # waits for the batches in flight, at most a year
+    assert it.closed
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_epoch_iterator_refuses_to_be_copied(workers):
+    import copy
+
+    it = iter(DataLoader(list(range(8)), batch_size=2, num_workers=workers))
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.copy(it)
+    it.close()
