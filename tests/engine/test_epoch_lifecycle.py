@@ -25,7 +25,7 @@ import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
 from tests._fork import fork_and_wait
 from tests._support import RangeStream, RecordingDataset
-from dataloader import DataLoader, IterableDataset
+from dataloader import DataLoader, Dataset, IterableDataset
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -533,3 +533,31 @@ def test_an_epoch_iterator_refuses_to_be_copied(workers):
     with pytest.raises(TypeError, match="cannot be copied"):
         copy.copy(it)
     it.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_pool_whose_workers_came_back_after_a_short_close_is_reused_without_warning():
+    class Slow(Dataset):
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            time.sleep(0.2)
+            return i
+
+    loader = DataLoader(Slow(), batch_size=2, num_workers=2, persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    it.close(timeout_s=0.01)  # gives up on the batches in flight: the pool is away
+    deadline = time.monotonic() + 10
+    time.sleep(1.0)  # the workers finish their batches and come back
+    it = iter(loader)
+    next(it)
+    it.close(timeout_s=0)  # do not wait now: the next iter() waits for this epoch's batches
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "did not come back" warning: the pool is reused
+        it = iter(loader)
+        assert next(it) is not None
+    it.close()
+    loader.close()
+    assert time.monotonic() < deadline
