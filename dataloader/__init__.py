@@ -53,6 +53,7 @@ from dataloader.io import (
     Retry,
     Template,
 )
+from dataloader.formats import ArrowDataset, ParquetDataset
 from dataloader.loader import DataLoader
 from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 from dataloader.sampler import (
@@ -70,6 +71,7 @@ from dataloader._version import __version__
 
 __all__ = [
     "ArrayDataset",
+    "ArrowDataset",
     "AsyncDataset",
     "BatchRows",
     "BatchSampler",
@@ -98,6 +100,7 @@ __all__ = [
     "Normalize",
     "ObjectStoreDataset",
     "PadTo",
+    "ParquetDataset",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
