@@ -73,9 +73,9 @@ class ArrowDataset(PartsDataset):
 
     def _scan(self) -> Parts:
         if self.table is not None:
-            names = project(self.table.schema, self.requested_columns, TABLE)
-            batches = self.table.select(list(names)).to_batches()
-            return _parts(names, [(TABLE, b) for b in batches])
+            projected = project(self.table.schema, self.requested_columns, TABLE)
+            batches = self.table.select(list(projected)).to_batches()
+            return _parts(projected, [(TABLE, b) for b in batches])
         found: list[tuple[str, Any]] = []
         names: tuple[str, ...] = ()
         first: Any = None
