@@ -19,6 +19,7 @@ import numpy as np
 from dataloader._datasets.base import Dataset
 from dataloader._datasets.batched import BatchedItems
 from dataloader._indices import as_index_array
+from dataloader.formats._blocks import Blocks, gather, stack_columns
 from dataloader.formats._cache import PartCache
 from dataloader.formats._columns import NULLS, to_numpy
 
@@ -160,29 +161,14 @@ class PartsDataset(Dataset):
         pieces = []
         for positions in groups:
             p = int(which[positions[0]]) if positions.size else 0
-            cols = self._cache.get(p, self._decode)
-            local = idx[positions] - parts.starts[p]
-            pieces.append((positions, [c[local] for c in cols]))
-        return BatchedItems(_assemble(pieces, len(idx), len(parts.names)), parts.names)
+            blocks = self._cache.get(p, self._decode)
+            pieces.append((positions, blocks, idx[positions] - parts.starts[p]))
+        return BatchedItems(gather(pieces, len(idx), len(parts.names)), parts.names)
 
-    def _decode(self, part: int) -> tuple[np.ndarray, ...]:
+    def _decode(self, part: int) -> Blocks:
         parts = self.parts()
         data = self._read(parts.locate[part])
         where = parts.where[part]
-        return tuple(
+        return stack_columns(tuple(
             to_numpy(arrow(), data.column(name), name, where, self.nulls) for name in parts.names
-        )
-
-
-def _assemble(pieces: list[tuple[np.ndarray, list[np.ndarray]]], size: int, ncols: int) -> tuple[np.ndarray, ...]:
-    """Columns of ``size`` rows from ``pieces`` (positions in the batch, columns of those rows)."""
-    if len(pieces) == 1 and np.array_equal(pieces[0][0], np.arange(size)):
-        return tuple(pieces[0][1])
-    out = []
-    for k in range(ncols):
-        cols = [cols[k] for _, cols in pieces]
-        col = np.empty((size, *cols[0].shape[1:]), dtype=np.result_type(*cols))
-        for (positions, _), c in zip(pieces, cols, strict=True):
-            col[positions] = c
-        out.append(col)
-    return tuple(out)
+        ))

@@ -95,3 +95,14 @@ def test_bad_indices_and_cache_size(tmp_path):
         ParquetDataset(paths, cache_row_groups=0)
     empty = ds.__getitems__([])
     assert len(empty) == 0 and empty.names == ds.columns
+
+
+def test_files_whose_null_rule_gives_other_dtypes_promote_per_column(tmp_path):
+    pq.write_table(pa.table({"i": pa.array([1, None], pa.int64()), "x": [0.5, 1.5]}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"i": pa.array([3, 4], pa.int64()), "x": [2.5, 3.5]}), tmp_path / "b.parquet")
+    ds = ParquetDataset([tmp_path / "a.parquet", tmp_path / "b.parquet"], nulls="object")
+    i, x = ds.__getitems__([3, 1, 0, 2]).columns  # object in a.parquet, int64 in b.parquet
+    assert i.dtype == object and i.tolist() == [4, None, 1, 3]
+    assert x.dtype == np.float64 and x.tolist() == [3.5, 1.5, 0.5, 2.5]
+    i, _ = ds.__getitems__([2, 3]).columns  # b.parquet alone: its own dtype
+    assert i.dtype == np.int64 and i.tolist() == [3, 4]

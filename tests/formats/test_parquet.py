@@ -36,6 +36,7 @@ def test_rows_and_batches_match_the_table(tmp_path):
     assert isinstance(items, BatchedItems) and items.names == ds.columns
     cols = dict(zip(items.names, items.columns))
     assert cols["x"].dtype == np.float32 and cols["v"].shape == (4, 2) and cols["s"].dtype == object
+    assert all(c.flags.c_contiguous for c in items.columns)
     assert list(items[2]) == list(ds.columns) and items[2]["id"] == 12 and items[2]["s"] == "row-12"
     assert as_lists(default_collate(items)) == expected(t, [29, 0, 12, 12])
 
