@@ -65,10 +65,10 @@ class WorkerInfo:
         raise RuntimeError(f"Cannot assign attributes to {type(self).__name__} objects")
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if not isinstance(other, WorkerInfo) or type(other) is not type(self):
             return NotImplemented
         return (self.id, self.num_workers, self.seed, self.dataset) == (
-            other.id, other.num_workers, other.seed, other.dataset  # type: ignore[attr-defined]
+            other.id, other.num_workers, other.seed, other.dataset
         )
 
     def __hash__(self) -> int:
@@ -139,39 +139,49 @@ def item_rng(index: int | None = None) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([base_seed, epoch, int(index)])))
 
 
-# -- loader-internal setters -----------------------------------------------------
+# -- the package's own setters ---------------------------------------------------
+#
+# Internal to the dataloader package (not in ``__all__``, not part of the public API): the
+# engine installs and clears a thread's context with these.  Each acts on the calling
+# thread only, so none needs a lock.
 
 
-def _set_worker(info: WorkerInfo | None) -> None:
+def thread_state() -> _Local:
+    """The calling thread's context record (fields ``worker``, ``epoch_key``, ``index``),
+    for a loop that sets ``index`` once per item: one thread-local lookup for a whole batch
+    instead of a call per item.  Read and write it only on the calling thread."""
+    return _local
+
+
+def set_worker(info: WorkerInfo | None) -> None:
+    """Make ``info`` what ``get_worker_info()`` returns on this thread (None: not a worker)."""
     _local.worker = info
 
 
-def _set_epoch_key(key: tuple[int, int] | None) -> None:
+def set_epoch_key(key: tuple[int, int] | None) -> None:
+    """Set this thread's ``(base_seed, epoch)`` for ``item_rng()`` (None: outside an epoch)."""
     _local.epoch_key = key
 
 
-def _set_index(index: int | None) -> None:
+def set_index(index: int | None) -> None:
+    """Set the dataset index of the item this thread processes (None: no item)."""
     _local.index = index
 
 
-def _swap_epoch_key(key: tuple[int, int] | None) -> tuple[int, int] | None:
-    """Set this thread's epoch key; return the previous one (to restore it afterwards)."""
-    previous = _local.epoch_key
-    _local.epoch_key = key
-    return previous
-
-
-def _swap_index(index: int | None) -> int | None:
+def swap_index(index: int | None) -> int | None:
     """Set this thread's current item index; return the previous one (to restore it)."""
     previous = _local.index
     _local.index = index
     return previous
 
 
-def _snapshot() -> tuple[Any, Any]:
+def snapshot() -> tuple[WorkerInfo | None, tuple[int, int] | None]:
+    """This thread's ``(worker, epoch_key)``, for ``restore()`` on this or another thread
+    (an item lane runs its batch's items with the context of the thread that builds it)."""
     return _local.worker, _local.epoch_key
 
 
-def _restore(snapshot: tuple[Any, Any]) -> None:
-    _local.worker, _local.epoch_key = snapshot
+def restore(saved: tuple[WorkerInfo | None, tuple[int, int] | None]) -> None:
+    """Install a ``snapshot()`` on this thread, with no current item index."""
+    _local.worker, _local.epoch_key = saved
     _local.index = None

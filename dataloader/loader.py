@@ -427,7 +427,7 @@ class DataLoader(Generic[T_co]):
         until = deadline if run is None else deadline - ASYNC_STOP_RESERVE_S
         for it in epochs:
             if isinstance(it, Epoch):
-                it._close(wait_s=max(0.0, until - time.monotonic()))
+                it.close(timeout_s=max(0.0, until - time.monotonic()))
             else:
                 it.close()
         if pool is not None:

@@ -347,11 +347,11 @@ class AsyncFetcher(Builder):
     def _transform_one(self, index: Any, item: Any) -> Any:
         if self._transform is None:
             return item
-        saved = _context._swap_index(index)
+        saved = _context.swap_index(index)
         try:
             return self._transform(item)
         finally:
-            _context._set_index(saved)
+            _context.set_index(saved)
 
 
 class AsyncItems(MapItems):

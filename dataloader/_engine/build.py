@@ -86,7 +86,7 @@ class Builder:
         ``rec`` (the calling thread's own) gets the batch's stage times; a batch
         that failed counts as fetching until the failure.
         """
-        local = _context._local
+        local = _context.thread_state()
         saved = local.epoch_key
         local.epoch_key = self._epoch_key
         rec.start()
@@ -140,7 +140,7 @@ class Fetcher(Builder):
 
     def fetch_item(self, index: Any) -> Any:
         """Fetch and transform one item (with ``item_rng()`` bound to ``index``)."""
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         local.index = index
         try:
@@ -216,7 +216,7 @@ class ItemsFetcher(Fetcher):
     def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
         """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the
         per-item cost counts ``batch_size`` times a batch; see docs/performance-notes.md)."""
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         dataset, transform = self._dataset, self._transform
         items = []
@@ -265,7 +265,7 @@ class GetitemsFetcher(Fetcher):
     def _transform_all(self, indices: Sequence[Any], items: Sequence[Any]) -> list[Any]:
         transform = self._transform
         assert transform is not None
-        local = _context._local
+        local = _context.thread_state()
         saved = local.index
         try:
             out = []

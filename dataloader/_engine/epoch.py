@@ -43,7 +43,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -51,7 +50,7 @@ from typing import Any
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S, WAIT_SLICE_S
 from dataloader._engine.autotune import EpochTune, usable_cpus
 from dataloader._engine.errors import INTERRUPTS, timeout_error
-from dataloader._engine.iterator import EpochIterator, Forks, WorkSource, forked_error
+from dataloader._engine.iterator import IN_NEXT, OPEN, EpochIterator, WorkSource
 from dataloader._engine.outcome import Failure, interrupted
 from dataloader._engine.pool import WorkerPool
 from dataloader._engine.resume import Progress
@@ -68,28 +67,42 @@ __all__ = ["Epoch", "finalizer_not_at_exit"]
 def finalizer_not_at_exit(obj: object, fn: Callable[..., Any], *args: Any) -> weakref.finalize:
     """``weakref.finalize(obj, fn, *args)`` that does not run at interpreter exit."""
     fin = weakref.finalize(obj, fn, *args)
-    # typeshed lists finalize's __slots__ without its documented ``atexit`` attribute
-    fin.atexit = False  # type: ignore[misc]
+    # typeshed lists finalize's __slots__ without its documented ``atexit`` attribute.
+    settable: Any = fin
+    settable.atexit = False
     return fin
 
-def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune: EpochTune | None) -> None:
-    # An epoch dropped without close(): cancel, and wait (bounded) for the batches in
-    # flight on the native window only, as close() does.  Never a Python lock a worker may
-    # hold (the "auto" gate's only with a bounded wait, not at all on a worker thread), and
-    # no wait at all at interpreter shutdown (a frozen daemon thread never leaves), after
-    # fork() or on one of the pool's own threads.
-    if os.getpid() != pid:
-        return
-    window.cancel()
+
+def _stop_window(window: Window, tune: EpochTune | None, pool: WorkerPool, wait_s: float, finalizer: bool) -> bool:
+    """Stop an epoch's workers: cancel the window (no worker starts another batch), wake
+    gated workers, and wait at most ``wait_s`` seconds (in slices that run signal handlers)
+    for the batches in flight.  No wait at interpreter shutdown (a frozen daemon thread
+    never leaves), nor on a thread the batches may wait on (``pool.must_not_wait_here``).
+
+    ``finalizer``: called by ``_finalize``, which takes no Python lock a worker may hold
+    (the "auto" gate's only with a bounded wait, not at all on a worker thread).
+    Returns False when a batch did not finish in time.
+    """
+    window.cancel()  # wakes a next() waiting on another thread, which then ends at once
     if sys.is_finalizing():
-        return
+        return True
     on_worker = pool.must_not_wait_here()
     if tune is not None:  # gated workers leave now, not after their WAIT_SLICE_S wait
-        tune.wake(0.0 if on_worker else WAIT_SLICE_S)
-    if not on_worker:
-        window.wait_idle(SHUTDOWN_JOIN_TIMEOUT_S)
-    if owns_pool:
+        tune.wake((0.0 if on_worker else WAIT_SLICE_S) if finalizer else -1.0)
+    return wait_s <= 0 or on_worker or window.wait_idle(wait_s)
+
+
+def _finalize(window: Window, pool: WorkerPool, owns_pool: bool, pid: int, tune: EpochTune | None) -> None:
+    # An epoch dropped without close(): stop its workers as close() does, on the native window
+    # only; nothing at all after fork() (the window's and the pool's locks may be held).
+    if os.getpid() != pid:
+        return
+    _stop_window(window, tune, pool, SHUTDOWN_JOIN_TIMEOUT_S, finalizer=True)
+    if owns_pool and not sys.is_finalizing():
         pool.shutdown()
+
+
+_RUNNING = (OPEN, IN_NEXT)  # not closed: _fill publishes more items
 
 
 class Epoch(EpochIterator):
@@ -114,6 +127,8 @@ class Epoch(EpochIterator):
             workers build native batches with no Python all the same: ``_rowjobs``).
     """
 
+    _bound_to_process = True  # its worker threads do not exist in a forked child
+
     def __init__(
         self,
         *,
@@ -132,17 +147,12 @@ class Epoch(EpochIterator):
         inline: Callable[[Any], Any] | None = None,
         help_rec: Recorder | None = None,
     ) -> None:
-        super().__init__(length, start_error, progress, stats)
+        super().__init__(length, start_error, progress, stats, keep_alive)
         self._consumer = self.stats.consumer
         self._tune = tune
         self._inline = inline
-        self._state = threading.Lock()  # guards the three flags below; never held while waiting
-        self._closed = False
-        self._busy = False  # a thread is inside next()
-        self._cleaned = False
         self._timeout_s = timeout_s
         self._in_order = in_order
-        self._keep_alive = keep_alive
         self._pool: WorkerPool | None = pool
         self._window = Window(window, source.owners, usable_cpus())
         self._source: WorkSource | None = source
@@ -159,8 +169,7 @@ class Epoch(EpochIterator):
         self._owner = [-1] * window  # the worker each published slot is for (consumer only)
         self._exhausted = False
         self._pending_error: tuple[int, BaseException] | None = None
-        own = pool if owns_pool else None
-        self._own_pool = own
+        self._own_pool = pool if owns_pool else None
         # At exit the daemon threads simply stop.
         self._finalizer = finalizer_not_at_exit(self, _finalize, self._window, pool, owns_pool, self._pid, tune)
         if start_error is not None:
@@ -178,7 +187,7 @@ class Epoch(EpochIterator):
         limit = window.base + shared.size
         next_item = source.next_item
         published = window.published
-        while published < limit and not self._exhausted and not self._closed:
+        while published < limit and not self._exhausted and self._state in _RUNNING:
             try:
                 task, owner = next_item()
             except StopIteration:
@@ -187,7 +196,7 @@ class Epoch(EpochIterator):
                 return
             except INTERRUPTS:
                 # Ctrl-C while the sampler ran: stop at once, as a wait does (not a position).
-                self._close(wait_s=0.0)
+                self.close(timeout_s=0.0)
                 raise
             except BaseException as exc:  # raised by next() at its position, after every earlier batch
                 self._pending_error = (window.published, exc)
@@ -202,38 +211,6 @@ class Epoch(EpochIterator):
             if window.publish(owner) == Status.CANCELLED:  # by a close() meanwhile
                 return
             published += 1
-
-    def __next__(self) -> Any:
-        # close() may come from any thread at any time, also from code that next() runs
-        # (the sampler).  It never waits for next(): while next() runs it only cancels the
-        # window (waking the wait below) and next() does the clean-up on its way out.
-        if self._forks != Forks.count:
-            raise forked_error(self._pid)
-        with self._state:
-            if self._closed and self._start_error is None:
-                raise StopIteration
-            if self._busy:
-                raise self._concurrent_next()
-            self._busy = True
-        try:
-            self._raise_start_error()
-            result = self._next()
-        finally:
-            with self._state:
-                self._busy = False
-                cleanup = self._closed and not self._cleaned
-                self._cleaned = self._cleaned or cleanup
-            if cleanup:
-                self._cleanup()
-        if isinstance(result, Failure):
-            # The raised traceback keeps this frame: it must not keep the epoch.  A worker made
-            # the exception, and on free-threaded builds an object is freed by the thread that
-            # made it (biased reference counting): that worker sleeps in claim() until the
-            # epoch is finalized, so a traceback that held the epoch would keep both alive
-            # until the cyclic GC ran.
-            del self
-            result.reraise()
-        return result
 
     def _next(self) -> Any:
         # The consumer's path of every batch: attributes are read once into locals (3.13t does
@@ -253,11 +230,10 @@ class Epoch(EpochIterator):
                     jobs.help(window, k if in_order else -1, self._help_rec)
                 r = window.wait(k, self._timeout_s) if in_order else window.wait_any(self._timeout_s)
             except INTERRUPTS:
-                # Ctrl-C (waiting, or building inline): stop at once, without waiting for batches
-                # in flight; batch k is not counted, so state_dict() resumes at it.
-                self._close(wait_s=0.0)
+                # Ctrl-C (waiting, building inline): stop now; state_dict() resumes at batch k.
+                self.close(timeout_s=0.0)
                 raise
-            if r < 0 or self._closed:
+            if r < 0 or self._state is not IN_NEXT:
                 self._raise_status(r, k)
             slot = r % shared.size
             cell, owner = shared.results[slot], self._owner[slot]
@@ -270,7 +246,7 @@ class Epoch(EpochIterator):
                     result = prepared if error is None else Failure(error)
             window.release(r)
             if interrupted(result):  # a worker's Ctrl-C / sys.exit(): not a position; the epoch ends
-                self._close(wait_s=0.0)
+                self.close(timeout_s=0.0)
                 return result
             source = self._source
             keep = source is not None and (not source.skips or source.taken(owner, result))
@@ -305,7 +281,7 @@ class Epoch(EpochIterator):
 
     def _raise_status(self, status: int, k: int) -> None:
         """The one translation of the window's statuses into what ``next()`` raises."""
-        if status == Status.TIMED_OUT and not self._closed:
+        if status == Status.TIMED_OUT and self._state is IN_NEXT:
             source = self._source
             owner = self._owner[k % self._shared.size] if self._in_order else None
             what = source.describe(k, owner) if source is not None else f"batch {k}"
@@ -322,51 +298,21 @@ class Epoch(EpochIterator):
             raise pending[1]
         raise StopIteration
 
-    def close(self) -> None:
-        """Stop the epoch; wait (bounded) for batches in flight; drop every reference.
-
-        Thread-safety: may be called from any thread, also while another thread is
-        inside ``next()``, which then raises ``StopIteration``.  In a process other
-        than the one that started the epoch (after ``fork()``) it returns at once.
-        """
-        self._close(wait_s=SHUTDOWN_JOIN_TIMEOUT_S)
-
-    def _close(self, wait_s: float) -> None:
-        if self._pid != os.getpid():
-            self._closed = True  # never touch the window or the pool: their locks may be held
-            self._keep_alive = self._source = self._pool = self._own_pool = None
-            self._finalizer.detach()
-            return
-        with self._state:
-            if self._closed:
-                return
-            self._closed = True
-            busy = self._busy
-            self._cleaned = not busy
-        self._window.cancel()  # wakes a next() waiting on another thread, which then ends at once
-        if self._tune is not None:
-            self._tune.wake()  # gated workers (num_workers="auto") find the window cancelled
-        try:
-            self._wait_for_workers(wait_s)
-        finally:
-            if not busy:
-                self._cleanup()
-
-    def _wait_for_workers(self, wait_s: float) -> None:
-        """Wait (bounded, in slices that run signal handlers) for the batches in flight;
-        not from a worker thread or the loader's event loop thread (an item coroutine), nor
-        at interpreter shutdown."""
+    def _stop(self, timeout_s: float | None) -> None:
         pool = self._pool
-        if wait_s <= 0 or pool is None or pool.must_not_wait_here() or sys.is_finalizing():
-            return
-        if not self._window.wait_idle(wait_s):
+        wait_s = SHUTDOWN_JOIN_TIMEOUT_S if timeout_s is None else timeout_s
+        if pool is not None and not _stop_window(self._window, self._tune, pool, wait_s, finalizer=False):
             pool.mark_stuck()  # a batch did not finish in time: the pool is never reused
 
-    def _cleanup(self) -> None:
+    def _release(self) -> None:
         self._finalizer.detach()
         own = self._own_pool
         self._source = self._pool = self._own_pool = self._native = None
         self._shared.clear()
         if own is not None:
             own.shutdown()
-        self._keep_alive = None
+
+    def _abandon(self) -> None:
+        # After fork(): never touch the window or the pool (their locks may be held).
+        self._source = self._pool = self._own_pool = None
+        self._finalizer.detach()

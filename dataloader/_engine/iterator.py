@@ -1,16 +1,19 @@
 """What every epoch iterator shares, and the ``num_workers=0`` epoch.
 
 ``EpochIterator`` is the surface of one ``iter(loader)``: iteration, ``len``,
-``close``, context management, the seed-004 start-failure rule (a failure to
-start the epoch is raised once, by the first ``next()``, then the epoch ends)
-and the error for ``next()`` from two threads at once.  ``SequentialEpoch``
-builds each batch inside ``next()`` from the same work items as ``Epoch`` (see
+``close(timeout_s)``, context management, and the epoch's life cycle: one
+``State`` (open, in ``next()``, closing, closed) under one lock, with the
+seed-004 start-failure rule (a failure to start the epoch is raised once, by the
+first ``next()``, then the epoch ends), the error for ``next()`` from two threads
+at once and the one way an epoch ends (``close()``).  ``SequentialEpoch`` builds
+each batch inside ``next()`` from the same work items as ``Epoch`` (see
 ``dataloader._engine.items``).  ``WorkSource`` is what ``Epoch`` needs from a
 work-item source.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections.abc import Callable
@@ -24,7 +27,10 @@ from dataloader._engine.resume import Progress
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
 
-__all__ = ["EpochIterator", "SequentialEpoch", "WorkSource", "Forks", "forked_error"]
+__all__ = [
+    "CLOSED", "CLOSING", "IN_NEXT", "OPEN", "EpochIterator", "Forks", "SequentialEpoch", "State", "WorkSource",
+    "forked_error",
+]
 
 
 class Forks:
@@ -65,11 +71,43 @@ def forked_error(pid: int) -> RuntimeError:
     )
 
 
+class State(enum.Enum):
+    """Where one epoch is in its life (``EpochIterator``; one lock guards the moves).
+
+    ``OPEN`` -> ``IN_NEXT`` (a thread entered ``next()``) -> ``OPEN`` (it returned or raised);
+    ``OPEN`` -> ``CLOSED`` (``close()``: it stops the producers, then lets go of the epoch);
+    ``IN_NEXT`` -> ``CLOSING`` (``close()`` while a thread is inside ``next()``: it stops the
+    producers, and that ``next()`` lets go of the epoch on its way out) -> ``CLOSED``.
+    """
+
+    OPEN = "open"
+    IN_NEXT = "in next()"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+# The members as plain module names: next() reads them on every batch, and a read through the
+# Enum class costs about 0.2 µs on 3.11 (a module global: a dict lookup).
+OPEN, IN_NEXT, CLOSING, CLOSED = State.OPEN, State.IN_NEXT, State.CLOSING, State.CLOSED
+
+
 class EpochIterator:
-    """Common surface of one epoch: iteration, ``len``, ``close`` and context management."""
+    """Common surface of one epoch: iteration, ``len``, ``close`` and context management, and
+    its life cycle (``State``), the same for every epoch.
+
+    A subclass gives ``_next()`` (one batch, a ``Failure``, or raises; it ends the epoch with
+    ``close()``), ``_stop(timeout_s)`` (no producer starts another batch; wait, bounded, for
+    those in flight) and ``_release()`` (drop every reference of the epoch, once, on the
+    thread that ends it); ``_abandon()`` replaces both in a process other than the one that
+    started the epoch (after ``fork()``), where no lock nor thread of the epoch may be used.
+    An epoch ends in ``close()`` only: exhaustion, a sampler's error, a failure to start,
+    an interrupt and ``with`` exit all call it; ``Epoch``'s finalizer (a dropped epoch) stops
+    the same window without the object.
+    """
 
     _length: int | None = None
     _start_error: BaseException | None = None
+    _bound_to_process = False  # next() after fork() raises forked_error (threads do not fork)
 
     def __init__(
         self,
@@ -77,11 +115,15 @@ class EpochIterator:
         start_error: BaseException | None,
         progress: Progress | None,
         stats: EpochStats | None,
+        keep_alive: Any = None,
     ) -> None:
         self._length = length
         self._start_error = start_error
+        self._keep_alive = keep_alive  # the loader, as torch's iterator keeps it: until the end
         self._pid = os.getpid()
         self._forks = Forks.count  # another count in next(): a forked child (forked_error)
+        self._lock = threading.Lock()  # guards _state and _start_error; never held while waiting
+        self._state = OPEN
         # Batches returned (or raised) by next() and the end, for DataLoader.state_dict().
         self._progress = progress if progress is not None else Progress(0)
         self.stats = stats if stats is not None else EpochStats(0, 0)  # recorders of this epoch
@@ -100,20 +142,119 @@ class EpochIterator:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def __next__(self) -> Any:
+        # close() may come from any thread at any time, also from code that next() runs (the
+        # sampler, the dataset).  It never waits for next(): it stops the producers (waking a
+        # wait in next()) and this next() lets go of the epoch on its way out.
+        if self._bound_to_process and self._forks != Forks.count:
+            raise forked_error(self._pid)
+        lock = self._lock
+        with lock:
+            entered = self._state is OPEN and self._start_error is None
+            if entered:
+                self._state = IN_NEXT
+        if not entered:
+            self._enter_or_raise()
+        try:
+            result = self._next()
+        finally:
+            with lock:  # IN_NEXT -> OPEN, or CLOSING -> CLOSED and let go of the epoch
+                closing = self._state is CLOSING
+                self._state = CLOSED if closing else OPEN
+            if closing:
+                self._release_all()
+        if type(result) is Failure:
+            # The raised traceback keeps this frame (and _next's, the f_back of a builder's
+            # frame): neither may keep the epoch.  A worker (or an AsyncDataset's event loop)
+            # made the exception, and on free-threaded builds an object is freed by the thread
+            # that made it (biased reference counting): a thread that sleeps until the epoch is
+            # finalized, so a traceback that held the epoch would keep both alive until the
+            # cyclic GC ran.
+            del self
+            result.reraise()
+        return result
 
-    def _raise_start_error(self) -> None:
-        """Seed 004: a failure to start the epoch is raised once, then the epoch ends."""
-        if self._start_error is not None:
-            exc, self._start_error = self._start_error, None
+    def _enter_or_raise(self) -> None:
+        """``next()`` found the epoch not ``OPEN`` or a failure to start pending: enter
+        (``OPEN`` again meanwhile), or raise what ``next()`` raises.
+
+        Raises:
+            the failure to start the epoch (seed 004: once, by the first ``next()``, even
+                after ``close()``), after ending the epoch; ``StopIteration`` once closed;
+                ``RuntimeError`` while another thread is inside ``next()``.
+        """
+        with self._lock:
+            start_error, self._start_error = self._start_error, None
+            state = self._state
+            if start_error is None and state is OPEN:
+                self._state = IN_NEXT
+                return
+        if start_error is not None:
             self._progress.done = True
             self.close()
-            raise exc
+            raise start_error
+        if state is IN_NEXT:
+            raise RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+        raise StopIteration
 
-    @staticmethod
-    def _concurrent_next() -> RuntimeError:
-        return RuntimeError("next() was called on one DataLoader iterator from two threads at once")
+    def close(self, timeout_s: float | None = None) -> None:
+        """End the epoch: its ``next()`` raises ``StopIteration`` from now on.
+
+        No batch is started after it; the batches in flight are waited for, then dropped,
+        and the epoch lets go of its loader.  The wait runs in slices that run signal
+        handlers (Ctrl-C interrupts it); it is skipped on a thread the batches may wait on
+        (a worker, inside ``worker_init_fn`` or ``collate_fn``, or an ``AsyncDataset``'s
+        event loop), at interpreter shutdown, and in a process other than the one that
+        started the epoch (after ``fork()``: close returns at once, touching no lock or
+        thread of the parent's).  A second ``close()`` returns at once.
+
+        Args:
+            timeout_s: the most seconds to wait for the batches in flight: None waits
+                ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s); 0 (or less) does not wait.  A worker that
+                does not come back in time is abandoned (its pool is never reused).
+
+        Thread-safety: may be called from any thread, also while another thread is inside
+        ``next()``, which then drops its batch and raises ``StopIteration``; that ``next()``
+        lets go of the epoch on its way out.
+
+        Raises:
+            KeyboardInterrupt: (or what a signal handler raises) during the wait; the epoch
+                is closed all the same.
+        """
+        if os.getpid() != self._pid:
+            self._state = CLOSED  # no lock: a thread of the parent's may have held it
+            self._keep_alive = None
+            self._abandon()
+            return
+        with self._lock:
+            state = self._state
+            if state is CLOSING or state is CLOSED:
+                return
+            self._state = CLOSED if state is OPEN else CLOSING
+        try:
+            self._stop(timeout_s)
+        finally:
+            if state is OPEN:
+                self._release_all()
+
+    def _release_all(self) -> None:
+        try:
+            self._release()
+        finally:
+            self._keep_alive = None
+
+    def _next(self) -> Any:
+        raise NotImplementedError
+
+    def _stop(self, timeout_s: float | None) -> None:
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        self._stop(0.0)
+        self._release()
 
 
 class SequentialEpoch(EpochIterator):
@@ -138,7 +279,8 @@ class SequentialEpoch(EpochIterator):
             and a collected loader stops its ``AsyncDataset``'s event loop).
 
     ``close()`` from another thread while ``next()`` builds a batch: that ``next()``
-    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.
+    drops the batch and raises ``StopIteration``, as ``Epoch``'s does.  ``close()`` does
+    not wait for it (``timeout_s`` is not used: no other thread builds this epoch's batches).
     """
 
     def __init__(
@@ -152,61 +294,52 @@ class SequentialEpoch(EpochIterator):
         on_close: Callable[[], None] | None = None,
         keep_alive: Any = None,
     ) -> None:
-        super().__init__(length, start_error, progress, stats)
+        super().__init__(length, start_error, progress, stats, keep_alive)
         self._consumer = self.stats.consumer
         self._items = items
         self._on_close = on_close
-        self._keep_alive = keep_alive
-        self._inside = threading.Lock()
 
-    def __next__(self) -> Any:
-        inside = self._inside
-        if not inside.acquire(False):
-            raise self._concurrent_next()
+    def _next(self) -> Any:
+        items = self._items
+        if items is None:  # the epoch could not start (its failure was raised once)
+            raise StopIteration
+        self._consumer.begin()
         try:
-            if self._start_error is not None:
-                self._raise_start_error()
-            items = self._items  # close() may run on another thread
-            if items is None:
-                raise StopIteration
-            self._consumer.begin()
-            try:
-                item = items[0]()
-            except BaseException as exc:  # the end, or the sampler failed: raised at its position
-                # An interrupt (errors.INTERRUPTS) is no end: the position stays for state_dict().
-                self._progress.done = not isinstance(exc, INTERRUPTS)
+            item = items[0]()
+        except BaseException as exc:  # the end, or the sampler failed: raised at its position
+            # An interrupt (errors.INTERRUPTS) is no end: the position stays for state_dict().
+            self._progress.done = not isinstance(exc, INTERRUPTS)
+            self.close()
+            raise
+        try:
+            out = items[1](item)
+        except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
+            self.close()
+            raise
+        if self._state is not IN_NEXT:  # closed meanwhile (another thread, or the batch's own code)
+            raise StopIteration
+        if out is END:
+            self._progress.done = True
+            self.close()
+            raise StopIteration
+        if type(out) is Failure:  # raised by __next__
+            if interrupted(out):  # Ctrl-C while building: not a position, and the epoch ends
                 self.close()
-                raise
-            try:
-                out = items[1](item)
-            except INTERRUPTS:  # a signal outside the builder's own try: as an interrupted build
-                self.close()
-                raise
-            if self._items is None:  # closed meanwhile (another thread, or the batch's own code)
-                raise StopIteration
-            if out is END:
-                self._progress.done = True
-                self.close()
-                raise StopIteration
-            if type(out) is Failure:
-                if interrupted(out):  # Ctrl-C while building: not a position, and the epoch ends
-                    self.close()
-                else:
-                    self._consumer.delivered(0)
-                    self._progress.yielded += 1
-                # The raised traceback keeps this frame: it must not keep the epoch (as in
-                # Epoch.__next__: an AsyncDataset's exception is made on the event loop thread,
-                # which frees it, on free-threaded builds, only when it next wakes up).
-                del self
-                out.reraise()
-            self._consumer.delivered(0)
-            self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
+            else:
+                self._consumer.delivered(0)
+                self._progress.yielded += 1
+            # This frame outlives the call: it is the f_back of the builder's frame that the
+            # exception's traceback keeps (see __next__), so it must not keep the epoch.
+            del self
             return out
-        finally:
-            inside.release()
+        self._consumer.delivered(0)
+        self._progress.yielded += 1  # last: a signal before this line leaves the position as it was
+        return out
 
-    def close(self) -> None:
-        self._items = self._keep_alive = None
+    def _stop(self, timeout_s: float | None) -> None:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+    def _release(self) -> None:
+        self._items = None

@@ -86,6 +86,10 @@ def _lane_main(jobs: queue.SimpleQueue[Callable[[], None] | None]) -> None:
         del job
 
 
+def _no_item(index: Any) -> Any:
+    raise AssertionError("a closed lane batch fetched an item")
+
+
 class _LaneBatch:
     """The shared state of one batch's lanes."""
 
@@ -98,7 +102,14 @@ class _LaneBatch:
         self.inside = 0
         self.closed = False
         self.cond = threading.Condition(threading.Lock())
-        self.snapshot = _context._snapshot()
+        self.snapshot = _context.snapshot()
+
+    def drop(self) -> None:
+        """Let go of the dataset (``fetch_item``), the indices and the context (under ``cond``,
+        with the batch closed: a helper that starts later takes no position)."""
+        self.fetch_item = _no_item
+        self.indices = ()
+        self.snapshot = (None, None)
 
     def run_lane(self, helper: bool) -> None:
         cond = self.cond
@@ -106,9 +117,9 @@ class _LaneBatch:
             if self.closed:
                 return
             self.inside += 1
-        saved = _context._snapshot() if helper else None
+        saved = _context.snapshot() if helper else None
         if helper:
-            _context._restore(self.snapshot)
+            _context.restore(self.snapshot)
         try:
             while True:
                 with cond:
@@ -125,7 +136,7 @@ class _LaneBatch:
                         self.closed = True
         finally:
             if saved is not None:
-                _context._restore(saved)
+                _context.restore(saved)
             with cond:
                 self.inside -= 1
                 if self.inside == 0:
@@ -157,7 +168,7 @@ def fetch_with_lanes(
     with batch.cond:
         # Helpers still queued find the batch closed and return; they must not keep the
         # dataset alive (through fetch_item) after the batch is done.
-        batch.fetch_item = batch.indices = batch.snapshot = None  # type: ignore[assignment]
+        batch.drop()
     if batch.errors:
         errors = batch.errors
         # Ctrl-C in any item is raised, not hidden by an earlier item's own error.

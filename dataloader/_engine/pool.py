@@ -259,7 +259,7 @@ def start_worker(worker_id: int, setup: WorkerSetup, info: _context.WorkerInfo) 
     The info stays installed (the epoch re-installs it for each batch and clears it
     while the worker sleeps).  Exceptions from ``worker_init_fn`` propagate.
     """
-    _context._set_worker(info)
+    _context.set_worker(info)
     if not setup.persistent or getattr(_thread_state, "seed", None) is None:
         if setup.worker_init_fn is not None:
             setup.worker_init_fn(worker_id)

@@ -78,7 +78,7 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         native = source.native if jobs is not None else None
         rec = native.recorder(worker_id) if native is not None else None  # None: no native jobs here
         del shared, source, native
-        set_worker = _context._set_worker
+        set_worker = _context.set_worker
         set_worker(None)
         claim, complete = window.claim, window.complete
         while tune is None or tune.admit(worker_id, window):
@@ -114,6 +114,6 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         if source is not None:
             source.stop_worker(worker_id)
         shared = source = None
-        _context._set_worker(None)
-        _context._set_epoch_key(None)
+        _context.set_worker(None)
+        _context.set_epoch_key(None)
         window.leave()

@@ -8,7 +8,7 @@ the batch as their ``base``, views of those arrays keep that array alive, and
 ``__dlpack__`` exports such an array, so DLPack consumers (``torch.from_dlpack``,
 ``np.from_dlpack``) keep the batch alive too.  The holder is therefore freed only
 once the batch and every view of it are gone, and only then does its finalizer
-give the memory back to its ``_BufferPool`` for a later batch.  No code path hands
+give the memory back to its ``BufferPool`` for a later batch.  No code path hands
 out the pooled array itself, so a batch that is still referenced is never
 overwritten.
 
@@ -44,7 +44,7 @@ __all__ = ["ImageBatch"]
 _DL_CPU = 1
 
 
-class _BufferPool:
+class BufferPool:
     """Thread-safe pool of up to ``capacity`` idle byte buffers (1-D ``uint8`` arrays)."""
 
     __slots__ = ("capacity", "allocations", "_free", "_lock")
@@ -98,7 +98,7 @@ class _Buffer:
 
     __slots__ = ("array", "address", "_pool")
 
-    def __init__(self, array: np.ndarray, pool: _BufferPool | None) -> None:
+    def __init__(self, array: np.ndarray, pool: BufferPool | None) -> None:
         self.array = array
         self.address: int = array.__array_interface__["data"][0]
         self._pool = pool

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dataloader._native import _imgcopy
-from dataloader.image.batch import ImageBatch, _BufferPool, fresh_buffer
+from dataloader.image.batch import BufferPool, ImageBatch, fresh_buffer
 from dataloader.image.pixels import channel_values
 
 __all__ = ["ImageCollator"]
@@ -98,7 +98,7 @@ class ImageCollator:
         if self.std is not None and np.any(self.std == 0):
             raise ValueError(f"std={std!r} must not contain 0")
         self.reuse_buffers = int(reuse_buffers)
-        self._pool = _BufferPool(self.reuse_buffers) if self.reuse_buffers else None
+        self._pool = BufferPool(self.reuse_buffers) if self.reuse_buffers else None
         self._affine: dict[tuple[int, bool], tuple[np.ndarray, np.ndarray]] = {}
         self._affine_lock = threading.Lock()
 

@@ -232,6 +232,27 @@ def test_a_pool_whose_worker_did_not_come_back_is_never_reused(short_budget):
     loader.close()
 
 
+@pytest.mark.parametrize("timeout_s", [0.0, 0.3])
+def test_close_waits_at_most_its_timeout_for_a_stuck_batch(timeout_s):
+    ds = Gate(6, stuck=1)
+    loader = DataLoader(ds, batch_size=1, num_workers=2, prefetch_depth=0)
+    it = iter(loader)
+    assert next(it).tolist() == [0]
+    assert ds.started.wait(WAIT_S)
+    t0 = time.monotonic()
+    it.close(timeout_s=timeout_s)  # not the default 5 s
+    elapsed = time.monotonic() - t0
+    t1 = time.monotonic()
+    it.close()  # a second close returns at once, whatever its timeout
+    again = time.monotonic() - t1
+    ds.release.set()
+    assert timeout_s <= elapsed < timeout_s + 2.0, f"close(timeout_s={timeout_s}) took {elapsed:.2f} s"
+    assert again < 1.0
+    with pytest.raises(StopIteration):
+        next(it)
+    loader.close()
+
+
 def test_loader_close_with_a_stuck_worker_has_one_budget_in_total(short_budget):
     ds = Gate(6, stuck=1)
     loader = DataLoader(ds, batch_size=1, num_workers=2, prefetch_depth=0)
