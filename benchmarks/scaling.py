@@ -62,7 +62,7 @@ def run(name: str, make_dataset: object, batch: int, shuffle: bool, workers: lis
     cs: list[Contender] = [(f"{w} workers", loader_contender(maker(w)), "") for w in workers]
     rows = interleaved(cs, epochs)
     zero, one = rows[0].items_per_s, rows[1].items_per_s
-    tuner = loaders["auto"]._plan.tuner
+    tuner = loaders["auto"]._engine.plan.tuner
     lines = [f"\n### {name}\n", "| workers | items/s | vs 0 workers | vs 1 worker |", "|---|---:|---:|---:|"]
     for r in rows:
         label = r.method.split()[0]

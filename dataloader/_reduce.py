@@ -106,8 +106,7 @@ def reduce_loader(loader: Any, overrides: dict[str, Any]) -> tuple[Any, ...]:
         )
     kwargs = {**record.kwargs, **overrides}
     extra = {k: v for k, v in loader.__dict__.items() if k not in record.own and k != _RECORD}
-    with loader._mutex():  # the pair load_state_dict() sets together
-        seed, epoch = loader.seed, loader._epoch
+    seed, epoch = loader._engine.position()  # the pair load_state_dict() sets together
     return (rebuild_loader, (type(loader), record.owner, kwargs, seed, epoch), extra or None)
 
 
@@ -118,5 +117,5 @@ def rebuild_loader(cls: type[Any], owner: type[Any], kwargs: dict[str, Any], see
     loader = cast(Any, cls).__new__(cls)
     with pinned_seed(seed):  # draws nothing from a generator copy.copy shares with the original
         owner.__dict__["__init__"](loader, **kwargs)  # owner's own, not a subclass's
-    loader._continue_from(seed, epoch)
+    loader._engine.continue_from(seed, epoch)
     return loader

@@ -8,30 +8,17 @@ for how an epoch runs, and ``docs/design.md``).
 
 from __future__ import annotations
 
-import math
-import os
-import threading
-import time
-import weakref
 from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from dataloader._constants import ASYNC_STOP_RESERVE_S, DEFAULT_PREFETCH_DEPTH, SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._datasets.base import is_iterable_dataset
-from dataloader._engine.autotune import resolve_auto
-from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
-from dataloader._engine.iterator import EpochIterator
-from dataloader._engine.options import LoaderOptions, check_sampling_args
-from dataloader._engine.plan import EpochPlan, index_sources
-from dataloader._engine.handout import SharedPool
-from dataloader._engine.resume import Resumer
-from dataloader._engine.resume_checks import Layout
-from dataloader._engine.seed import base_seed
-from dataloader._engine.stats import EpochStats, LoaderStats
+from dataloader._constants import DEFAULT_PREFETCH_DEPTH
+from dataloader._engine import Engine
 from dataloader._reduce import finish_init, reduce_loader, remember_init
-from dataloader.collate import default_collate, default_convert
-from dataloader._datasets.kind import check_dataset_kind
-from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+from dataloader.sampler import Sampler
+
+if TYPE_CHECKING:
+    from dataloader._engine.iterator import EpochIterator
+    from dataloader._engine.stats import LoaderStats
 
 __all__ = ["DataLoader"]
 
@@ -140,6 +127,25 @@ class DataLoader(Generic[T_co]):
             warning; threads beyond the CPU count help only I/O-bound items).
     """
 
+    # The arguments as resolved (``Engine.options.public()``), set by ``__init__``.
+    dataset: Any
+    batch_size: int | None
+    sampler: Any
+    batch_sampler: Any
+    num_workers: int | str
+    collate_fn: Callable[[Any], Any]
+    pin_memory: bool
+    drop_last: bool
+    timeout: float
+    worker_init_fn: Callable[[int], None] | None
+    generator: Any
+    prefetch_factor: int | None
+    persistent_workers: bool
+    in_order: bool
+    prefetch_depth: int
+    item_concurrency: int
+    transform: Callable[[Any], Any] | None
+
     def __init__(
         self,
         dataset: Any,
@@ -164,86 +170,16 @@ class DataLoader(Generic[T_co]):
         seed: int | None = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
-        auto_workers, auto_depth, tuner = resolve_auto(num_workers, prefetch_depth, is_iterable_dataset(dataset))
-        opts = LoaderOptions(
-            batch_size=batch_size, shuffle=shuffle, num_workers=auto_workers, pin_memory=pin_memory,
-            drop_last=drop_last, timeout=timeout, prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers, in_order=in_order,
-            prefetch_depth=auto_depth, item_concurrency=item_concurrency,
+        self._engine = Engine(
+            self, dataset, sampler_state=self._sampler_state, batch_size=batch_size, shuffle=shuffle,
+            sampler=sampler, batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
+            pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
+            generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
+            in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
+            transform=transform, seed=seed,
         )
-        for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn), ("transform", transform)):
-            if fn is not None and not callable(fn):
-                raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
-        self.dataset = dataset
-        self._iterable = is_iterable_dataset(dataset)
-        self._async_loop: Any = None
-        if check_dataset_kind(dataset):  # an AsyncDataset: coroutines on a loop of its own
-            from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
-
-            self._async_loop = AsyncLoop(dataset)
-            finalizer_not_at_exit(self, self._async_loop.stop_soon)  # each epoch keeps the loader
-        if not self._iterable and not hasattr(dataset, "__getitem__"):
-            raise TypeError(
-                f"dataset must be map-style (define __getitem__) or an IterableDataset, "
-                f"got {type(dataset).__name__}"
-            )
-        self.num_workers = num_workers if tuner is not None else opts.num_workers  # "auto" stays "auto"
-        self.prefetch_factor = prefetch_factor
-        self.pin_memory = opts.pin_memory
-        self.timeout = opts.timeout
-        self.worker_init_fn = worker_init_fn
-        self.persistent_workers = opts.persistent_workers
-        self.in_order = opts.in_order
-        self.prefetch_depth = opts.prefetch_depth  # "auto" resolved (see dataloader._engine.autotune)
-        self.item_concurrency = opts.item_concurrency
-        self.transform = transform
-        self.generator = generator
-        self.seed = base_seed(seed, generator)
-
-        shuffle = bool(shuffle)
-        batch_size, drop_last = check_sampling_args(
-            iterable=self._iterable, shuffle=shuffle, sampler=sampler, batch_sampler=batch_sampler,
-            batch_size=batch_size, drop_last=drop_last,
-        )
-
-        self._own_sampler: RandomSampler | None = None
-        if sampler is None and not self._iterable:
-            if shuffle:
-                sampler = self._own_sampler = RandomSampler(dataset, generator=self.seed)
-            else:
-                sampler = SequentialSampler(dataset)
-        if batch_size is not None and batch_sampler is None and sampler is not None:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        self.batch_size = batch_size
-        self.drop_last = bool(drop_last)
-        self.sampler = sampler
-        self.batch_sampler = batch_sampler
-        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size is not None)
-        if collate_fn is None:
-            collate_fn = default_collate if self._auto_collation else default_convert
-        self.collate_fn = collate_fn
-        self._plan = EpochPlan(
-            dataset=dataset, iterable=self._iterable, num_workers=opts.num_workers, window=opts.window,
-            timeout_s=float(opts.timeout), in_order=opts.in_order, batch_size=batch_size,
-            drop_last=self.drop_last, auto_collation=self._auto_collation, collate_fn=collate_fn,
-            transform=transform, worker_init_fn=worker_init_fn, persistent=opts.persistent_workers,
-            item_concurrency=opts.item_concurrency, num_lanes=self._num_lanes(opts.num_workers), tuner=tuner,
-            **index_sources(dataset, self._iterable, self._auto_collation, sampler, batch_sampler),
-            async_loop=self._async_loop,
-        )
-        # Guards the epoch counter, the sampler's epoch and the pool hand-out; recreated in a
-        # forked child (a thread of the parent may have held it at the fork).
-        self._lock_pid = os.getpid()
-        self._lock = threading.Lock()
-        self._epoch = 0
-        self._pools = SharedPool(self._plan, self)
-        # The epochs started and not yet collected (close() ends them): weak, pruned at each iter().
-        self._open: list[weakref.ref[EpochIterator]] = []
-        self._resume = Resumer(
-            None if self._iterable else (batch_sampler if self._auto_collation else sampler), opts.num_workers,
-            Layout(dataset, self._iterable, sampler, batch_sampler, batch_size, self.drop_last),
-        )
-        self._stats: EpochStats | None = None  # the last epoch started
+        for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
+            setattr(self, name, value)
         self._initialized = True
         finish_init(self, DataLoader)
 
@@ -253,17 +189,26 @@ class DataLoader(Generic[T_co]):
             raise ValueError(f"{name} attribute should not be set after {type(self).__name__} is initialized")
         super().__setattr__(name, value)
 
-    def _num_lanes(self, num_workers: int) -> int:
-        # Lanes fetch the items of one map-style batch (an IterableDataset has no item
-        # indices); a batch never uses more than batch_size - 1 helpers.
-        if self._async_loop is not None:
-            return 0  # item_concurrency is coroutines on the event loop, not threads
-        per_batch = self.item_concurrency
-        if self.batch_size is not None:
-            per_batch = min(per_batch, self.batch_size)
-        return 0 if self._iterable else max(num_workers, 1) * (per_batch - 1)
+    @property
+    def seed(self) -> int:
+        """The base seed (int in ``[0, 2**63)``): the ``seed`` argument, or drawn at construction;
+        replaced by ``load_state_dict``.  Assigning it applies from the next epoch."""
+        return self._engine.seed
 
-    # -- length --------------------------------------------------------------------
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self._engine.seed = value
+
+    def _sampler_state(self, source: Any) -> Any:
+        """What saves and restores ``source``, an epoch's work-item source without ``state_dict``
+        (called once, by the engine's construction): ``source`` itself here."""
+        return source
+
+    def _epoch_seed(self) -> int:
+        """The base seed of the epoch being started (called by the engine under its lock,
+        after the resume bookkeeping): the loader's ``seed``; ``dataloader.torch`` draws one
+        per epoch from its ``torch.Generator``, as torch does."""
+        return self._engine.seed
 
     def __len__(self) -> int:
         """Batches per epoch (exact; PyTorch's rules).
@@ -271,20 +216,7 @@ class DataLoader(Generic[T_co]):
         Raises:
             TypeError: the sampler, batch sampler or IterableDataset has no ``__len__``.
         """
-        if self._iterable:
-            n = len(self.dataset)
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-        indices: Any = self.batch_sampler if self._auto_collation else self.sampler
-        return len(indices)
-
-    # -- epochs ----------------------------------------------------------------------
-
-    def _mutex(self) -> threading.Lock:
-        if self._lock_pid != os.getpid():
-            self._lock, self._lock_pid = threading.Lock(), os.getpid()
-        return self._lock
+        return self._engine.length()
 
     def __iter__(self) -> EpochIterator:
         """Start the next epoch and return its iterator.
@@ -298,41 +230,7 @@ class DataLoader(Generic[T_co]):
         Raises:
             RuntimeError: worker threads could not be started.
         """
-        try:
-            length: int | None = len(self)
-        except TypeError:
-            length = None
-        with self._mutex():
-            epoch = self._epoch
-            self._epoch += 1
-            if self._own_sampler is not None:
-                self._own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
-            progress, skip, streams = self._resume.begin(epoch, self.dataset)
-            seed = self._epoch_seed()
-            if length is not None:
-                length = max(0, length - progress.yielded)
-            pool, owned = self._pools.for_epoch()
-            try:
-                it = self._plan.start(
-                    epoch_key=(seed, epoch), pool=pool, owns_pool=owned, length=length, keep_alive=self,
-                    progress=progress, skip=skip, stream_state=streams,
-                )
-            except BaseException:
-                if owned and pool is not None:
-                    pool.shutdown()
-                raise
-            self._open = [r for r in self._open if r() is not None]
-            self._open.append(weakref.ref(it))
-            self._stats = it.stats
-            return it
-
-    def _epoch_seed(self) -> int:
-        """The base seed of the epoch being started (called by ``__iter__`` under the lock,
-        after the resume bookkeeping): the loader's ``seed``; ``dataloader.torch`` draws one
-        per epoch from its ``torch.Generator``, as torch does."""
-        return self.seed
-
-    # -- resume ----------------------------------------------------------------------
+        return self._engine.iter(self, self._epoch_seed)
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's position for exact resume: a small JSON-serialisable dict.
@@ -350,8 +248,7 @@ class DataLoader(Generic[T_co]):
             TypeError: mid-epoch over an ``IterableDataset`` without ``state_dict`` /
                 ``load_state_dict`` and with ``num_workers > 0``.
         """
-        with self._mutex():
-            return self._resume.state_dict(self.seed, self._epoch, self.dataset, in_order=self.in_order)
+        return self._engine.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Resume from ``state_dict()``'s output (possibly another process's).
@@ -368,16 +265,7 @@ class DataLoader(Generic[T_co]):
             ValueError: a state saved by a loader that cuts its epochs otherwise (naming both
                 values), or whose ``yielded`` is past the end of this loader's epoch.
         """
-        with self._mutex():
-            sd = self._resume.load(state_dict, self.dataset, workers=self._plan.num_workers)
-            self._continue_from(sd["seed"], sd["epoch"])
-
-    def _continue_from(self, seed: int, epoch: int) -> None:
-        """Go on at base seed ``seed``, next epoch ``epoch`` (a loaded state's, or a copy's)."""
-        self.seed = seed
-        if self._own_sampler is not None:
-            self._own_sampler.generator = seed
-        self._epoch = epoch
+        self._engine.load_state_dict(state_dict)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle / copy as a new loader of the same arguments (see the class docstring)."""
@@ -392,8 +280,7 @@ class DataLoader(Generic[T_co]):
         collate seconds, batches in flight, build-time percentiles).  With several
         epochs open at once, the one started last.  Thread-safety: any thread, any time.
         """
-        stats = self._stats
-        return stats.snapshot() if stats is not None else None
+        return self._engine.stats()
 
     def close(self) -> None:
         """End every open epoch of this loader and stop the worker threads.
@@ -415,25 +302,7 @@ class DataLoader(Generic[T_co]):
                 end within the 5 s after they were cancelled; the message names them, and
                 the event loop thread is left to end by itself.
         """
-        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
-        with self._mutex():
-            epochs = [it for r in self._open if (it := r()) is not None]
-            self._open = []
-            pool = self._pools.take()
-            # Taken with the epochs: an epoch started after this runs on a new loop, and every
-            # epoch of this one is closed before it stops (none sees it stop under it).
-            run = self._async_loop.detach() if self._async_loop is not None else None
-        # The loop's stop keeps a part of the budget (it ends what the epochs left behind).
-        until = deadline if run is None else deadline - ASYNC_STOP_RESERVE_S
-        for it in epochs:
-            if isinstance(it, Epoch):
-                it.close(timeout_s=max(0.0, until - time.monotonic()))
-            else:
-                it.close()
-        if pool is not None:
-            pool.shutdown(join_s=max(0.0, until - time.monotonic()))
-        if run is not None:
-            run.close(deadline)  # cancels what is left, awaits aclose(), joins: until the deadline
+        self._engine.close()
 
     def __enter__(self) -> DataLoader[T_co]:
         return self

@@ -1,4 +1,10 @@
 """The epoch engine (private): how one ``iter(loader)`` runs on worker threads.
 
-See docs/design.md ("The engine") for the contract and how these modules fit together.
+A loader face builds one ``Engine`` (``dataloader._engine.engine``) from its arguments and
+calls only it.  See docs/design.md ("The engine") for the contract and how the modules fit
+together.
 """
+
+from dataloader._engine.engine import Engine
+
+__all__ = ["Engine"]

@@ -44,7 +44,7 @@ import inspect
 import queue
 import reprlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dataloader import _context
@@ -54,6 +54,8 @@ from dataloader._engine.async_loop import LoopRun
 from dataloader._engine.build import Builder, BuilderKind
 from dataloader._engine.errors import ItemCancelledError
 from dataloader._engine.items import MapItems
+from dataloader._engine.pool import WorkerSetup
+from dataloader._engine.stats import EpochStats
 from dataloader._native._awaitable import is_awaitable
 from dataloader._native._ring import Window
 from dataloader._native._stats import Recorder
@@ -355,8 +357,18 @@ class AsyncFetcher(Builder):
 
 
 class AsyncItems(MapItems):
-    """``MapItems`` whose builder is an ``AsyncFetcher`` watching the epoch's window."""
+    """``MapItems`` whose builder is an ``AsyncFetcher`` watching the epoch's window.
+
+    Args: as ``MapItems``, with ``fetch`` the epoch's ``AsyncFetcher`` (kept typed here:
+    each worker's ``start_worker`` hands it the epoch's window).
+    """
+
+    def __init__(
+        self, indices: Iterator[Any], fetch: AsyncFetcher, setup: WorkerSetup, num_workers: int, stats: EpochStats
+    ) -> None:
+        super().__init__(indices, fetch, setup, num_workers, stats)
+        self._async_fetch = fetch
 
     def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo:
-        self._fetch.watch(window)  # type: ignore[attr-defined]
+        self._async_fetch.watch(window)
         return super().start_worker(worker_id, window)

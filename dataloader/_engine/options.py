@@ -1,17 +1,32 @@
-"""Validated scalar options of ``DataLoader`` (PyTorch's rules and messages)."""
+"""A loader's arguments, validated and resolved once (PyTorch's rules and messages).
+
+``resolve(dataset, batch_size=..., ...)`` is the one call both faces make: it checks every
+argument, resolves ``"auto"``, draws the base seed, picks the default sampler, batch sampler
+and collate function, and returns them frozen as ``EngineOptions`` (what ``Engine`` is built
+from and what the loader shows as its attributes).  ``LoaderOptions`` checks the scalars.
+"""
 
 from __future__ import annotations
 
 import numbers
 import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dataloader._constants import MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+from dataloader._constants import DEFAULT_PREFETCH_DEPTH, MAX_BATCH_SIZE, MAX_ITEM_CONCURRENCY, MAX_NUM_WORKERS, MAX_WINDOW_BATCHES
+from dataloader._datasets.base import is_iterable_dataset
+from dataloader._datasets.kind import check_dataset_kind
+from dataloader._collation.default import default_collate, default_convert
+from dataloader._engine.autotune import AutoTuner, resolve_auto
+from dataloader._engine.plan import index_sources
+from dataloader._engine.seed import base_seed
+from dataloader._sampling.batch import BatchSampler
+from dataloader._sampling.samplers import RandomSampler, SequentialSampler
 from dataloader._validate import check_int
 
-__all__ = ["LoaderOptions", "warn_many_workers"]
+__all__ = ["EngineOptions", "LoaderOptions", "check_sampling_args", "resolve", "warn_many_workers"]
 
 
 def _bool(name: str, value: object) -> bool:
@@ -109,7 +124,7 @@ def warn_many_workers(num_workers: int) -> None:
         "slowness/freeze if necessary. (Threads beyond the CPU count help only items that wait "
         "on I/O.)",
         UserWarning,
-        stacklevel=5,
+        stacklevel=7,  # the line that built the loader (resolve <- Engine <- DataLoader.__init__)
     )
 
 
@@ -141,3 +156,152 @@ def check_sampling_args(
     if batch_size is None and drop_last:
         raise ValueError("batch_size=None option disables auto-batching and is mutually exclusive with drop_last")
     return batch_size, drop_last
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """A loader's arguments after ``resolve``: what ``Engine`` is built from.
+
+    The first group reads as the loader's public attributes (``public()``): ``num_workers``
+    as given (``"auto"`` stays ``"auto"``), ``prefetch_depth`` resolved, ``seed`` the base
+    seed drawn, ``batch_size``/``drop_last`` the effective ones (a ``batch_sampler``
+    replaces both), ``sampler``/``batch_sampler``/``collate_fn`` the defaults when not given.
+    The rest is the engine's: ``iterable`` (an ``IterableDataset``), ``is_async`` (an
+    ``AsyncDataset``), ``pool_workers`` (threads: ``"auto"``'s cap), ``window`` (batches
+    in flight), ``tuner`` (``"auto"``), ``own_sampler`` (the loader's ``RandomSampler``,
+    reseeded each epoch), ``auto_collation``, and ``index_sources`` (``plan.index_sources``).
+    """
+
+    dataset: Any
+    num_workers: int | str
+    prefetch_factor: int | None
+    pin_memory: bool
+    timeout: float
+    worker_init_fn: Callable[[int], None] | None
+    persistent_workers: bool
+    in_order: bool
+    prefetch_depth: int
+    item_concurrency: int
+    transform: Callable[[Any], Any] | None
+    generator: Any
+    seed: int
+    batch_size: int | None
+    drop_last: bool
+    sampler: Any
+    batch_sampler: Any
+    collate_fn: Callable[[Any], Any]
+    iterable: bool
+    is_async: bool
+    pool_workers: int
+    window: int
+    tuner: AutoTuner | None
+    own_sampler: RandomSampler | None
+    auto_collation: bool
+    index_sources: dict[str, Any]
+
+    def public(self) -> dict[str, Any]:
+        """The loader's public attributes, by name (``DataLoader`` sets each; ``seed`` is the
+        engine's, which changes with ``load_state_dict``)."""
+        return {name: getattr(self, name) for name in _PUBLIC}
+
+    @property
+    def work_items(self) -> Any:
+        """What yields an epoch's work items: the batch sampler, the sampler with
+        ``batch_size=None``, or None for an ``IterableDataset``."""
+        if self.iterable:
+            return None
+        return self.batch_sampler if self.auto_collation else self.sampler
+
+
+_PUBLIC = (
+    "dataset", "num_workers", "prefetch_factor", "pin_memory", "timeout", "worker_init_fn", "persistent_workers",
+    "in_order", "prefetch_depth", "item_concurrency", "transform", "generator", "batch_size", "drop_last",
+    "sampler", "batch_sampler", "collate_fn",
+)
+
+
+def resolve(
+    dataset: Any, *, batch_size: int | None = 1, shuffle: bool | None = False, sampler: Any = None,
+    batch_sampler: Any = None, num_workers: int | str = 0, collate_fn: Callable[[Any], Any] | None = None,
+    pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+    worker_init_fn: Callable[[int], None] | None = None, generator: Any = None, prefetch_factor: int | None = None,
+    persistent_workers: bool = False, in_order: bool = True, prefetch_depth: int | str = DEFAULT_PREFETCH_DEPTH,
+    item_concurrency: int = 1, transform: Callable[[Any], Any] | None = None, seed: int | None = None,
+) -> EngineOptions:
+    """``DataLoader``'s arguments (same names and meaning) checked and resolved, in PyTorch's
+    order of checks.
+
+    Raises:
+        ValueError, TypeError: an invalid argument or combination; the message names it.
+
+    Warns:
+        UserWarning: ``num_workers`` exceeds the CPUs this process may use.
+    """
+    iterable = is_iterable_dataset(dataset)
+    pool_workers, depth, tuner = resolve_auto(num_workers, prefetch_depth, iterable)
+    opts = LoaderOptions(
+        batch_size=batch_size, shuffle=shuffle, num_workers=pool_workers, pin_memory=pin_memory,
+        drop_last=drop_last, timeout=timeout, prefetch_factor=prefetch_factor,
+        persistent_workers=persistent_workers, in_order=in_order, prefetch_depth=depth,
+        item_concurrency=item_concurrency,
+    )
+    for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn), ("transform", transform)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
+    is_async = check_dataset_kind(dataset)  # an AsyncDataset: coroutines on the engine's event loop
+    if not iterable and not hasattr(dataset, "__getitem__"):
+        raise TypeError(
+            f"dataset must be map-style (define __getitem__) or an IterableDataset, got {type(dataset).__name__}"
+        )
+    base = base_seed(seed, generator)
+    sampling = _Sampling.of(dataset, iterable, base, bool(shuffle), sampler, batch_sampler, batch_size, drop_last)
+    return EngineOptions(
+        dataset=dataset, num_workers=num_workers if tuner is not None else opts.num_workers,
+        prefetch_factor=prefetch_factor, pin_memory=opts.pin_memory, timeout=opts.timeout,
+        worker_init_fn=worker_init_fn, persistent_workers=opts.persistent_workers, in_order=opts.in_order,
+        prefetch_depth=opts.prefetch_depth, item_concurrency=opts.item_concurrency, transform=transform,
+        generator=generator, seed=base, batch_size=sampling.batch_size, drop_last=sampling.drop_last,
+        sampler=sampling.sampler, batch_sampler=sampling.batch_sampler,
+        collate_fn=collate_fn if collate_fn is not None else sampling.default_collate(),
+        iterable=iterable, is_async=is_async, pool_workers=opts.num_workers, window=opts.window, tuner=tuner,
+        own_sampler=sampling.own_sampler, auto_collation=sampling.auto_collation,
+        index_sources=index_sources(dataset, iterable, sampling.auto_collation, sampling.sampler, sampling.batch_sampler),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sampling:
+    """The effective sampling arguments: PyTorch's defaults filled in."""
+
+    batch_size: int | None
+    drop_last: bool
+    sampler: Any
+    batch_sampler: Any
+    own_sampler: RandomSampler | None
+    auto_collation: bool
+
+    @staticmethod
+    def of(
+        dataset: Any, iterable: bool, seed: int, shuffle: bool, sampler: Any, batch_sampler: Any,
+        batch_size: int | None, drop_last: bool,
+    ) -> _Sampling:
+        """Check the combination (``check_sampling_args``) and fill in the defaults: a
+        ``RandomSampler`` seeded by ``seed`` (the loader's own) or a ``SequentialSampler``, and a
+        ``BatchSampler`` over the sampler when batching."""
+        batch_size, drop_last = check_sampling_args(
+            iterable=iterable, shuffle=shuffle, sampler=sampler, batch_sampler=batch_sampler,
+            batch_size=batch_size, drop_last=drop_last,
+        )
+        own = None
+        if sampler is None and not iterable:
+            sampler = own = RandomSampler(dataset, generator=seed) if shuffle else None
+            if sampler is None:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and sampler is not None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        auto = batch_sampler is not None or (iterable and batch_size is not None)
+        return _Sampling(batch_size, bool(drop_last), sampler, batch_sampler, own, auto)
+
+    def default_collate(self) -> Callable[[Any], Any]:
+        """``default_collate`` when batching, else ``default_convert`` (PyTorch's defaults)."""
+        return default_collate if self.auto_collation else default_convert

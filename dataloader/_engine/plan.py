@@ -27,7 +27,7 @@ from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.outcome import END
 from dataloader._engine.pool import WorkerPool, WorkerSetup
-from dataloader._engine.resume import Progress, skip_items, stateful
+from dataloader._engine.resume import EpochResume, Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
 from dataloader._engine.stats import EpochStats
 from dataloader._sampling.base import ChunkedSampler
@@ -145,23 +145,43 @@ class EpochPlan:
         owns_pool: bool,
         length: int | None,
         keep_alive: Any,
-        progress: Progress | None = None,
-        skip: int = 0,
-        stream_state: dict[str, Any] | None = None,
-    ) -> EpochIterator:
-        """Start one epoch (its sampler is started here, on the calling thread).
+        resume: EpochResume | None = None,
+    ) -> tuple[EpochIterator, Progress]:
+        """Start one epoch (its sampler is started here, on the calling thread); returns its
+        iterator and its ``Progress`` (the batches ``next()`` returns, for ``state_dict``).
 
-        ``progress`` counts the batches ``next()`` returns; ``skip`` work items are drawn and
-        dropped first (a resumed epoch, ``dataloader._engine.resume``; map-style, or an
-        ``IterableDataset`` with ``num_workers=0``, whose first ``skip`` batches are built).
-        ``stream_state`` resumes a stateful ``IterableDataset``'s workers
+        ``resume`` (``Resumer.begin``) is where the epoch starts: ``skip`` work items are drawn
+        and dropped first (a resumed epoch, ``dataloader._engine.resume``; map-style, or an
+        ``IterableDataset`` with ``num_workers=0``, whose first ``skip`` batches are built), and
+        ``streams`` resumes a stateful ``IterableDataset``'s workers
         (``dataloader._engine.stream_state``).
 
         Raises:
             RuntimeError: ``pool`` cannot serve the epoch (shut down or busy).
         """
-        setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
-        start_error: BaseException | None = None
+        if resume is None:
+            resume = EpochResume(epoch_key[1], 0, 0, None)
+        kind = self._decide()
+        stats = EpochStats(epoch_key[1], self.num_workers, kind.inline or kind.helps, self.tuner, kind.inline)
+        sequential = self.num_workers == 0 or (kind.inline and self._settled_inline(stats))
+        part = self._parts(pool, epoch_key, stats, resume, sequential, kind.inline)
+        progress = Progress(resume.epoch, resume.yielded, part.streams)
+        if sequential:
+            # num_workers=0, or "auto" settled inline: no window and no thread at all.
+            if owns_pool and pool is not None:
+                pool.shutdown()
+            return self._sequential_epoch(part, length, progress, stats, keep_alive), progress
+        assert pool is not None and (resume.skip == 0 or not self.iterable)
+        epoch = Epoch(
+            source=part.source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
+            timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=part.error,
+            progress=progress, stats=stats, tune=stats.tune, inline=part.inline_build,
+            help_rec=stats.workers[-1] if kind.helps else None,
+        )
+        return epoch, progress
+
+    def _decide(self) -> _Kind:
+        """Where an epoch's batches may be built besides the workers (``_Kind``)."""
         # num_workers="auto" may build batches on the consumer thread ("inline", autotune.py),
         # not where that would skip what workers do: worker_init_fn (but one that only sets up
         # its thread, ``per_thread_only``: dataloader.torch's), an AsyncDataset's event loop, a
@@ -173,77 +193,108 @@ class EpochPlan:
         # The consumer builds native batches (_rowjobs) while the one it needs is not ready: the
         # extra recorder is its own, as for inline building.
         helps = self.num_workers > 0 and not self.iterable and self.async_loop is None
-        stats = EpochStats(epoch_key[1], self.num_workers, inline or helps)
-        inline_build: Callable[[Any], Any] | None = None
-        source: MapItems | StreamItems
-        if self.iterable:
-            batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
-            if self.num_workers and stateful(self.dataset):
-                source = StatefulStreamItems(
-                    self.dataset, batcher, setup, self.num_workers, stream_state, stats,
-                    yielded=progress.yielded if progress is not None else 0,
-                )
-                if progress is not None:
-                    progress.streams = source
-            else:
-                source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
-        tune = self.tuner.for_epoch(stats.consumer, inline) if self.tuner is not None else None
-        stats.tune = tune
-        settled_inline = inline and tune is not None and self.tuner is not None and self.tuner.settled and tune.active == 0
-        if not self.iterable:
-            assert self.indices is not None
-            fetch, source_cls = self._map_builder(pool, epoch_key)
-            if inline:  # the consumer's builds record into the extra (last) recorder
-                inline_build = functools.partial(fetch.build, rec=stats.workers[-1])
-            # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
-            spans = (self.spans is not None and self.num_workers > 0 and not settled_inline
-                     and fetch.kind is BuilderKind.NATIVE_ROWS)
-            indices: Iterator[Any] = iter(())
-            try:
-                batches = self.spans() if spans and self.spans is not None else None
-                indices = skip_items(self.indices() if batches is None else batches, skip)
-            except Exception as exc:  # seed 004: raised by the first next()
-                start_error = exc
-            source = source_cls(indices, fetch, setup, self.num_workers, stats)
-        if self.num_workers == 0 or settled_inline:
-            # num_workers=0, or "auto" settled inline: no window and no thread at all.
-            if owns_pool and pool is not None:
-                pool.shutdown()
-            items = None
-            if start_error is None:
-                try:
-                    items = self._sequential(source, skip, progress)
-                except Exception as exc:
-                    start_error = exc
-            # An AsyncDataset's builder waits on the event loop: close() wakes it (async_build).
-            on_close = fetch.cancel if self.async_loop is not None and not self.iterable else None
-            return SequentialEpoch(items=items, length=length, start_error=start_error, progress=progress, stats=stats,
-                                   on_close=on_close, keep_alive=keep_alive)
-        assert pool is not None and (skip == 0 or not self.iterable)
-        return Epoch(
-            source=source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
-            timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=start_error,
-            progress=progress, stats=stats,
-            tune=tune,
-            inline=inline_build,
-            help_rec=stats.workers[-1] if helps else None,
-        )
+        return _Kind(inline, helps)
 
-    def _sequential(
-        self, source: MapItems | StreamItems, skip: int, progress: Progress | None
-    ) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
-        """The ``(next_item, build)`` of a ``SequentialEpoch`` (raises what starting raises)."""
-        snaps: StreamSnapshots | None = None
-        if self.iterable and progress is not None and stateful(self.dataset):
-            # The dataset's state at the consumer's position, the first snapshot before
-            # iter(dataset) (stream_state.StreamSnapshots).
-            snaps = progress.streams = StreamSnapshots(self.dataset, progress.yielded)
-        items = source.sequential()
-        if snaps is not None:
-            items = (items[0], snaps.wrap(items[1]))
+    def _settled_inline(self, stats: EpochStats) -> bool:
+        """``num_workers="auto"`` settled on the consumer building every batch (0 active)."""
+        tune = stats.tune
+        return tune is not None and self.tuner is not None and self.tuner.settled and tune.active == 0
+
+    def _parts(
+        self, pool: WorkerPool | None, epoch_key: tuple[int, int], stats: EpochStats, resume: EpochResume,
+        sequential: bool, inline: bool,
+    ) -> _Parts:
+        """The epoch's work items and what goes with them (``_Parts``)."""
+        setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         if self.iterable:
-            _drop_batches(items, skip)
-        return items
+            return self._stream_parts(setup, epoch_key, stats, resume, sequential)
+        return self._map_parts(pool, setup, epoch_key, stats, resume.skip, sequential, inline)
+
+    def _stream_parts(
+        self, setup: WorkerSetup, epoch_key: tuple[int, int], stats: EpochStats, resume: EpochResume,
+        sequential: bool,
+    ) -> _Parts:
+        batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
+        if self.num_workers and stateful(self.dataset):
+            source: StreamItems = StatefulStreamItems(
+                self.dataset, batcher, setup, self.num_workers, resume.streams, stats, yielded=resume.yielded,
+            )
+            return _Parts(source, streams=source)
+        source = StreamItems(self.dataset, batcher, setup, self.num_workers, stats)
+        if not sequential:
+            return _Parts(source)
+        snaps: StreamSnapshots | None = None
+        try:
+            if stateful(self.dataset):
+                # The dataset's state at the consumer's position, the first snapshot before
+                # iter(dataset) (stream_state.StreamSnapshots).
+                snaps = StreamSnapshots(self.dataset, resume.yielded)
+            items = source.sequential()
+            if snaps is not None:
+                items = (items[0], snaps.wrap(items[1]))
+            _drop_batches(items, resume.skip)
+        except Exception as exc:
+            return _Parts(source, error=exc, streams=snaps)
+        return _Parts(source, items=items, streams=snaps)
+
+    def _map_parts(
+        self, pool: WorkerPool | None, setup: WorkerSetup, epoch_key: tuple[int, int], stats: EpochStats,
+        skip: int, sequential: bool, inline: bool,
+    ) -> _Parts:
+        assert self.indices is not None
+        fetch, source_cls = self._map_builder(pool, epoch_key)
+        # The consumer's builds record into the extra (last) recorder.
+        inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
+        # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
+        spans = (self.spans is not None and self.num_workers > 0 and not (inline and sequential)
+                 and fetch.kind is BuilderKind.NATIVE_ROWS)
+        indices: Iterator[Any] = iter(())
+        error: Exception | None = None
+        try:
+            batches = self.spans() if spans and self.spans is not None else None
+            indices = skip_items(self.indices() if batches is None else batches, skip)
+        except Exception as exc:  # seed 004: raised by the first next()
+            error = exc
+        source = source_cls(indices, fetch, setup, self.num_workers, stats)
+        # An AsyncDataset's builder waits on the event loop: close() wakes it (async_build).
+        on_close = fetch.cancel if self.async_loop is not None else None
+        if not sequential or error is not None:
+            return _Parts(source, error=error, inline_build=inline_build, on_close=on_close)
+        try:
+            items = source.sequential()
+        except Exception as exc:
+            return _Parts(source, error=exc, inline_build=inline_build, on_close=on_close)
+        return _Parts(source, items=items, inline_build=inline_build, on_close=on_close)
+
+    def _sequential_epoch(
+        self, part: _Parts, length: int | None, progress: Progress, stats: EpochStats, keep_alive: Any
+    ) -> SequentialEpoch:
+        return SequentialEpoch(items=part.items, length=length, start_error=part.error, progress=progress,
+                               stats=stats, on_close=part.on_close, keep_alive=keep_alive)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """An epoch's decision: ``inline`` (``num_workers="auto"``: the consumer may build batches
+    itself) and ``helps`` (the consumer builds native batches while it waits)."""
+
+    inline: bool
+    helps: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    """What an epoch is built from: its work items (``source``), the first error of starting
+    them (raised by the first ``next()``), the ``(next_item, build)`` of a sequential epoch,
+    the consumer's own builder (inline), what ``close()`` wakes, and the dataset's state at
+    the consumer's position (``Progress.streams``)."""
+
+    source: MapItems | StreamItems
+    error: Exception | None = None
+    items: tuple[Callable[[], Any], Callable[[Any], Any]] | None = None
+    inline_build: Callable[[Any], Any] | None = None
+    on_close: Callable[[], None] | None = None
+    streams: Any = None
 
 
 def _drop_batches(items: tuple[Callable[[], Any], Callable[[Any], Any]], k: int) -> None:

@@ -57,7 +57,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.stream_state import PositionMoved
@@ -65,7 +65,7 @@ from dataloader._sampling.batch import starts_late
 from dataloader._sampling.state import check_state
 from dataloader._validate import check_int
 
-__all__ = ["STATE_VERSION", "Progress", "Resumer", "skip_items", "stateful"]
+__all__ = ["STATE_VERSION", "EpochResume", "Progress", "Resumer", "skip_items", "stateful"]
 
 STATE_VERSION = 2
 _VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
@@ -77,17 +77,33 @@ class Progress:
 
     Written only by the epoch's consumer thread (``next()`` is never run by two threads at
     once); read by ``DataLoader.state_dict`` from any thread (plain int and bool reads).
+
+    Args:
+        epoch: the epoch number.
+        yielded: batches already returned (a resumed epoch's position at its start).
+        streams: the dataset's state at the consumer's position, ``state(yielded)``: a
+            ``StatefulStreamItems`` (per-worker states) or a ``StreamSnapshots``
+            (``num_workers=0``) of a stateful ``IterableDataset``; else None.
     """
 
     __slots__ = ("epoch", "yielded", "done", "streams")
 
-    def __init__(self, epoch: int, yielded: int = 0) -> None:
+    def __init__(self, epoch: int, yielded: int = 0, streams: Any = None) -> None:
         self.epoch = epoch
         self.yielded = yielded
         self.done = False
-        # The dataset's state at the consumer's position, ``state(yielded)``: a
-        # StatefulStreamItems (per-worker states) or a StreamSnapshots (num_workers=0).
-        self.streams: Any = None
+        self.streams = streams
+
+
+class EpochResume(NamedTuple):
+    """Where an epoch starts (``Resumer.begin``): its number, the batches already returned
+    (``yielded``), the work items to draw and drop first (``skip``) and the per-worker state
+    of a stateful ``IterableDataset`` to load (``streams``), or None."""
+
+    epoch: int
+    yielded: int
+    skip: int
+    streams: dict[str, Any] | None
 
 
 def stateful(dataset: Any) -> bool:
@@ -141,11 +157,11 @@ class Resumer:
 
     # -- epochs --------------------------------------------------------------------------
 
-    def begin(self, epoch: int, dataset: Any) -> tuple[Progress, int, dict[str, Any] | None]:
+    def begin(self, epoch: int, dataset: Any) -> EpochResume:
         """Called by ``iter(loader)`` under the loader's lock before the sampler starts.
 
-        Returns the epoch's ``Progress``, the work items the epoch must draw and drop (0 when
-        the sampler starts late itself) and the per-worker iterable state to resume, if any.
+        Returns where the epoch starts (``skip``: 0 when the sampler starts late itself).  Until
+        ``track`` is given the epoch's own ``Progress``, the epoch's position is its start.
         """
         pending, self._pending = self._pending, None
         sampler = self._sampler
@@ -168,8 +184,14 @@ class Resumer:
                 self._start_state, self._start_error = None, exc
         else:
             self._start_state = None
-        self._progress = Progress(epoch, pending["yielded"] if pending is not None else 0)
-        return self._progress, skip, streams
+        yielded = pending["yielded"] if pending is not None else 0
+        self._progress = Progress(epoch, yielded)
+        return EpochResume(epoch, yielded, skip, streams)
+
+    def track(self, progress: Progress) -> None:
+        """Follow ``progress``, the started epoch's own (its ``begin`` came just before, under
+        the same hold of the loader's lock)."""
+        self._progress = progress
 
     # -- saving and loading ----------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dataloader._engine.autotune import EpochTune
+from dataloader._engine.autotune import AutoTuner, EpochTune
 from dataloader._native._stats import ConsumerRecorder, Recorder, now_ns
 
 __all__ = ["STATS_SAMPLES", "EpochStats", "LoaderStats", "format_duration", "percentiles", "workers_text"]
@@ -148,9 +148,12 @@ class EpochStats:
     Args:
         epoch: the epoch number.
         num_workers: worker threads (0: one recorder, for the consumer's own builds).
-        inline: one more recorder, last in ``workers``, for the batches the consumer
+        extra: one more recorder, last in ``workers``, for the batches the consumer
             builds itself (``num_workers="auto"`` with no active worker, native batches
             while the one it needs is not ready).
+        tuner: ``num_workers="auto"``'s tuner, or None; the epoch's gate (``tune``, whose
+            ``active`` the snapshots report) is taken from it here, on the consumer's recorder.
+        inline: with ``tuner``, the consumer may build batches itself (0 active workers).
 
     Thread-safety: ``workers[w]`` is written by worker ``w`` only, ``consumer`` by the
     thread inside ``next()``; ``snapshot`` may be called from any thread.
@@ -158,13 +161,16 @@ class EpochStats:
 
     __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune")
 
-    def __init__(self, epoch: int, num_workers: int, inline: bool = False) -> None:
+    def __init__(
+        self, epoch: int, num_workers: int, extra: bool = False, tuner: AutoTuner | None = None, inline: bool = False
+    ) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
-        self.tune: EpochTune | None = None  # num_workers="auto": the epoch's gate (its ``active``)
         self.started = now_ns()
-        self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + inline)]
+        self.workers = [Recorder(STATS_SAMPLES) for _ in range(max(num_workers, 1) + extra)]
         self.consumer = ConsumerRecorder(STATS_SAMPLES)
+        # num_workers="auto": the epoch's gate (its ``active``), else None.
+        self.tune: EpochTune | None = tuner.for_epoch(self.consumer, inline) if tuner is not None else None
 
     def snapshot(self) -> LoaderStats:
         c = self.consumer

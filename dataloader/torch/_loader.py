@@ -13,7 +13,6 @@ import torch.utils.data as tud
 
 from dataloader._datasets.base import is_iterable_dataset
 from dataloader._engine.options import check_sampling_args
-from dataloader._engine.resume import Resumer
 from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
@@ -94,43 +93,30 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         shuffle_order: str = "torch",
         **extras: Any,
     ) -> None:
-        if shuffle_order not in ("torch", "feistel"):
-            raise ValueError(f"shuffle_order must be 'torch' or 'feistel', got {shuffle_order!r}")
-        if multiprocessing_context is not None and num_workers == 0:
-            raise ValueError(
-                "multiprocessing_context can only be used with multi-process loading "
-                f"(num_workers > 0), but got num_workers={num_workers}"
-            )
+        _check_torch_args(shuffle_order, multiprocessing_context, num_workers)
         iterable = is_iterable_dataset(dataset)
         size, drop = check_sampling_args(
             iterable=iterable, shuffle=bool(shuffle), sampler=sampler, batch_sampler=batch_sampler,
             batch_size=batch_size, drop_last=drop_last,
         )
-        torch_rng = shuffle_order == "torch" and extras.get("seed") is None and (
-            generator is None or isinstance(generator, torch.Generator)
-        )
-        if not torch_rng and generator is None and extras.get("seed") is None:
-            extras["seed"] = draw_seed(None)  # the Feistel order's seed: torch.manual_seed fixes it
+        torch_rng = _torch_rng(shuffle_order, generator, extras)
         # What a pickled copy is built from (with that seed: a copy draws nothing from torch).
         remember_init(self, DataLoader, locals())
         args = _torch_sampling(dataset, iterable, torch_rng, bool(shuffle), sampler, batch_sampler, size, drop, generator)
-        if collate_fn is None:
-            auto_collation = batch_sampler is not None or batch_size is not None
-            collate_fn = default_collate if auto_collation else default_convert
-        user_collate = collate_fn
+        if collate_fn is None:  # torch's defaults (torch tensors)
+            collate_fn = default_collate if batch_sampler is not None or batch_size is not None else default_convert
         self.pin_memory_device = pin_memory_device
         self._epochs: weakref.WeakSet[_TorchEpoch] = weakref.WeakSet()  # open epochs with workers
         self._epochs_lock = threading.Lock()
-        if pin_memory and pinning_available():
-            collate_fn = PinnedCollate(collate_fn, pin_memory_device)
+        self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
+        pinned = PinnedCollate(collate_fn, pin_memory_device) if pin_memory and pinning_available() else collate_fn
         super().__init__(
-            dataset, args.batch_size, args.shuffle, args.sampler, args.batch_sampler, num_workers, collate_fn,
+            dataset, args.batch_size, args.shuffle, args.sampler, args.batch_sampler, num_workers, pinned,
             bool(pin_memory), args.drop_last, timeout, _TorchWorkerInit(worker_init_fn),
             None if torch_rng else generator, prefetch_factor=prefetch_factor,
             persistent_workers=persistent_workers, in_order=in_order, **extras,
         )
-        self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
-        self._set_torch_attributes(args, size, drop, generator, user_collate, prefetch_factor, multiprocessing_context)
+        self._set_torch_attributes(args, size, drop, generator, collate_fn, prefetch_factor, multiprocessing_context)
         finish_init(self, DataLoader)
 
     def _set_torch_attributes(
@@ -145,6 +131,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
             object.__setattr__(self, "sampler", args.shown_sampler)
         if args.shown_batch_sampler is not None:
             object.__setattr__(self, "batch_sampler", args.shown_batch_sampler)
+        self._auto_collation = self._engine.options.auto_collation  # what torch's _index_sampler reads
         workers = self.num_workers
         if prefetch_factor is None and isinstance(workers, int) and workers > 0:
             self.prefetch_factor = 2  # torch's default, read by clients that rebuild the loader
@@ -152,9 +139,10 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
             tud.DataLoader.multiprocessing_context.fset(self, multiprocessing_context)  # torch's checks
         else:
             object.__setattr__(self, "_DataLoader__multiprocessing_context", multiprocessing_context)
-        root = self._resume.sampler  # what the engine iterates (None for an IterableDataset)
-        if root is not None and not hasattr(root, "state_dict"):
-            self._resume = Resumer(TorchSamplerState(root, self._draws), self._plan.num_workers, self._resume.layout)
+
+    def _sampler_state(self, source: Any) -> Any:
+        """torch's sampler (no ``state_dict``) saved with torch's draws (``TorchSamplerState``)."""
+        return TorchSamplerState(source, self._draws)
 
     def _epoch_seed(self) -> int:
         draws = self._draws
@@ -162,7 +150,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
             return self.seed
         seed = draws.epoch_start()
         if draws.current is not None:  # the state begin() kept was taken before these draws
-            self._resume.amend_start_state("draws", draws.current["draws"])
+            self._engine.amend_start_state("draws", draws.current["draws"])
         return seed
 
     @property
@@ -216,6 +204,34 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         super().close()
         for epoch in self._open_epochs():
             epoch.close()
+
+
+def _check_torch_args(shuffle_order: str, multiprocessing_context: Any, num_workers: Any) -> None:
+    """``shuffle_order``'s values, and torch's rule for ``multiprocessing_context``.
+
+    Raises:
+        ValueError: ``shuffle_order`` other than ``"torch"``/``"feistel"``; a
+            ``multiprocessing_context`` with ``num_workers=0`` (torch's message).
+    """
+    if shuffle_order not in ("torch", "feistel"):
+        raise ValueError(f"shuffle_order must be 'torch' or 'feistel', got {shuffle_order!r}")
+    if multiprocessing_context is not None and num_workers == 0:
+        raise ValueError(
+            "multiprocessing_context can only be used with multi-process loading "
+            f"(num_workers > 0), but got num_workers={num_workers}"
+        )
+
+
+def _torch_rng(shuffle_order: str, generator: Any, extras: dict[str, Any]) -> bool:
+    """Whether randomness is torch's (``shuffle_order="torch"``, no ``seed``, no NumPy
+    generator).  The Feistel order without ``seed`` or ``generator`` gets a ``seed`` in
+    ``extras``: one int64 from torch's default generator, so ``torch.manual_seed`` fixes it."""
+    torch_rng = shuffle_order == "torch" and extras.get("seed") is None and (
+        generator is None or isinstance(generator, torch.Generator)
+    )
+    if not torch_rng and generator is None and extras.get("seed") is None:
+        extras["seed"] = draw_seed(None)
+    return torch_rng
 
 
 class _TorchWorkerInit:

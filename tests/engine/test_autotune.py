@@ -196,7 +196,7 @@ def test_auto_grows_past_one_worker_for_items_that_wait(monkeypatch):
 
     # 4 ms an item: long enough that the sleep, not a loaded runner's noise, decides
     loader = DataLoader(SleepyDataset(400, delay_s=0.004), batch_size=2, num_workers="auto")
-    tuner = loader._plan.tuner
+    tuner = loader._engine.plan.tuner
     for _ in range(3):  # a probe a burst of load spoiled is tried again in the next epoch
         assert sum(len(b) for b in loader) == 400
         if tuner.active >= 2:
@@ -214,7 +214,7 @@ def test_closing_an_auto_epoch_releases_gated_workers_promptly(monkeypatch):
     t = time.monotonic()
     it.close()
     assert time.monotonic() - t < 5.0  # within the close budget: no worker left stuck at the gate
-    assert loader._pools._pool.idle()
+    assert loader._engine.pools._pool.idle()
     assert sum(len(b[0]) for b in loader) == 1000  # the pool serves the next epoch
     loader.close()
 
@@ -254,7 +254,7 @@ def test_auto_builds_inline_on_the_consumer_thread_as_num_workers_0_does(monkeyp
     assert all(info is None for _, info in seen)  # get_worker_info() is None, as inside next()
     stats = loader.stats
     assert stats.built == 16 and stats.batches == 16  # inline builds are counted
-    assert stats.active_workers == 0 and stats.num_workers == loader._plan.tuner.cap
+    assert stats.active_workers == 0 and stats.num_workers == loader._engine.plan.tuner.cap
     loader.close()
 
 
@@ -347,7 +347,7 @@ def test_auto_settled_inline_runs_later_epochs_without_the_window(monkeypatch):
 
     x = np.arange(40.0).reshape(20, 2)
     loader = DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5, num_workers="auto")
-    loader._plan.tuner._settle(0)
+    loader._engine.plan.tuner._settle(0)
     it = iter(loader)
     assert isinstance(it, SequentialEpoch)
     got = [b[0] for b in it]
@@ -471,9 +471,9 @@ def test_short_epochs_settle_inline_and_an_abandoned_epoch_does_not(monkeypatch)
     x = np.arange(40.0).reshape(20, 2)
     loader = DataLoader(ArrayDataset(x), batch_size=3, shuffle=True, seed=5, num_workers="auto")
     next(iter(loader))  # peeking at one batch: the epoch is abandoned, not finished
-    assert not loader._plan.tuner.settled
+    assert not loader._engine.plan.tuner.settled
     first = [b[0] for b in loader]  # runs to its end within the period
-    assert loader._plan.tuner.settled and loader.stats.active_workers == 0
+    assert loader._engine.plan.tuner.settled and loader.stats.active_workers == 0
     it = iter(loader)
     assert isinstance(it, SequentialEpoch)  # later epochs run as num_workers=0
     later = [b[0] for b in it]
@@ -513,7 +513,7 @@ def test_a_resumed_auto_epoch_gives_the_rest_of_the_epoch_and_the_probe_settles(
     loader = DataLoader(ds, batch_size=2, shuffle=True, seed=9, num_workers="auto")
     loader.load_state_dict(state)
     assert head + [b.tolist() for b in loader] == [b.tolist() for b in fixed]
-    tuner = loader._plan.tuner
+    tuner = loader._engine.plan.tuner
     for _ in range(40):  # each epoch measures a period or settles: never unsettled for long
         assert [b.tolist() for b in loader] == [b.tolist() for b in fixed]
         if tuner.settled:

@@ -20,9 +20,9 @@ import weakref
 import numpy as np
 import pytest
 
+import dataloader._engine.engine as engine_module
 import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
-import dataloader.loader as loader_module
 from tests._fork import fork_and_wait
 from tests._support import RangeStream, RecordingDataset
 from dataloader import DataLoader, IterableDataset
@@ -58,7 +58,7 @@ class Gate:
 def short_budget(monkeypatch):
     """Make close()'s budget 0.5 s (the default, 5 s, would only make these tests slow)."""
     monkeypatch.setattr(epoch_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(loader_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(engine_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)  # Engine.close's budget
     monkeypatch.setattr(handout_module, "SHUTDOWN_JOIN_TIMEOUT_S", 0.5)
     return 0.5
 

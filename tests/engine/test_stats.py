@@ -136,7 +136,7 @@ def test_rings_keep_only_the_last_samples_per_thread(monkeypatch):
     assert (s.batches, s.built) == (n, n)
     # The worker and the consumer (which builds native batches itself while its next one is not
     # ready) each keep their last PAGE_INTERVALS builds.
-    kept = sum(min(r.batches, PAGE_INTERVALS) for r in loader._stats.workers)
+    kept = sum(min(r.batches, PAGE_INTERVALS) for r in loader._engine.last_stats.workers)
     assert s.builds.shape == (kept, 2) and s.waits.shape == (PAGE_INTERVALS, 2)
     assert PAGE_INTERVALS <= kept < n
     assert np.all(np.diff(s.builds[:, 0]) >= 0)  # sorted by start

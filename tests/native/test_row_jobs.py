@@ -94,7 +94,7 @@ def test_workers_build_native_batches_with_no_python_and_the_consumer_helps():
     assert len(calls) == len(batches) == N // 10  # ... so its __getitems__ ran for every batch
     assert np.array_equal(np.concatenate([b[0] for b in batches]), x)
     loader = DataLoader(ArrayDataset(x), batch_size=10, num_workers=2)
-    fetch, _ = loader._plan._map_builder(None, (0, 0))
+    fetch, _ = loader._engine.plan._map_builder(None, (0, 0))
     assert fetch.kind is BuilderKind.NATIVE_ROWS and fetch.rows is not None
 
 
@@ -261,7 +261,7 @@ def test_a_changed_collate_map_turns_the_jobs_off_for_the_epoch(monkeypatch):
     monkeypatch.setitem(default_module.default_collate_fn_map, np.ndarray, arrays)
     x = np.arange(N * 2.0).reshape(N, 2)
     loader = DataLoader(ArrayDataset(x), batch_size=N // 2, num_workers=2)
-    fetch, _ = loader._plan._map_builder(None, (0, 0))
+    fetch, _ = loader._engine.plan._map_builder(None, (0, 0))
     assert fetch.kind is not BuilderKind.NATIVE_ROWS and fetch.rows is None
     batches = list(loader)
     assert np.array_equal(np.concatenate([b[0] for b in batches]), x + 1)

@@ -1,0 +1,238 @@
+"""``Engine``: the one object a loader face talks to.
+
+A face (``dataloader.DataLoader``, ``dataloader.torch.DataLoader``) resolves its arguments
+once (``options.resolve``) and builds an ``Engine`` from them.  The engine owns what lives
+as long as the loader: the epoch plan (``plan.EpochPlan``), the shared worker pool
+(``handout.SharedPool``), the resume bookkeeping (``resume.Resumer``), the event loop of an
+``AsyncDataset`` (``async_loop.AsyncLoop``), ``num_workers="auto"``'s tuner (in the plan),
+the base seed and epoch counter, and the epochs open.  It offers what a face needs: start
+an epoch (``iter``), ``length``, ``state_dict``/``load_state_dict``, ``continue_from``
+(seed and epoch), ``stats`` and ``close``.
+
+Thread-safety: every method may be called from any thread; the epoch counter, the seed,
+the sampler's epoch, the pool hand-out and the resume state change under one lock
+(recreated in a forked child: a thread of the parent may have held it at the fork).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dataloader._constants import ASYNC_STOP_RESERVE_S, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
+from dataloader._engine.handout import SharedPool
+from dataloader._engine.iterator import EpochIterator
+from dataloader._engine.options import EngineOptions, resolve
+from dataloader._engine.plan import EpochPlan
+from dataloader._engine.pool import WorkerPool
+from dataloader._engine.resume import Resumer
+from dataloader._engine.resume_checks import Layout
+from dataloader._engine.stats import EpochStats, LoaderStats
+
+if TYPE_CHECKING:
+    from dataloader._engine.async_loop import AsyncLoop
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """The epochs of one loader (see the module).
+
+    Args:
+        owner: the loader; held weakly (its garbage collection signals the worker threads and
+            stops the event loop), and kept alive by each epoch it starts.
+        dataset: the dataset.
+        sampler_state: how to save and restore a work-item source without ``state_dict``
+            (``dataloader.torch`` wraps torch's samplers), or None to use it as it is.
+        arguments: the rest of ``DataLoader``'s arguments, by name (``options.resolve``).
+
+    Attributes:
+        options: the arguments resolved (``EngineOptions``).
+        plan: what every epoch is built from (``EpochPlan``; its ``tuner`` for ``"auto"``).
+        pools: the shared worker pool's hand-out (``SharedPool``).
+        seed, epoch: the base seed and the next epoch's number (change under ``mutex()``).
+        last_stats: the statistics of the last epoch started, or None.
+
+    Raises:
+        ValueError, TypeError: invalid arguments (``options.resolve``).
+    """
+
+    def __init__(
+        self, owner: Any, dataset: Any, *, sampler_state: Callable[[Any], Any] | None = None, **arguments: Any
+    ) -> None:
+        self.options = options = resolve(dataset, **arguments)
+        self.seed = options.seed
+        self.epoch = 0  # the next epoch's number
+        self._async_loop: AsyncLoop | None = None
+        if options.is_async:  # an AsyncDataset: coroutines on a loop of its own
+            from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
+
+            self._async_loop = AsyncLoop(options.dataset)
+            finalizer_not_at_exit(owner, self._async_loop.stop_soon)  # each epoch keeps the loader
+        self.plan = _plan(options, self._async_loop)
+        self._lock_pid = os.getpid()
+        self._lock = threading.Lock()
+        self.pools = SharedPool(self.plan, owner)
+        # The epochs started and not yet collected (close() ends them): weak, pruned at each iter().
+        self._open: list[weakref.ref[EpochIterator]] = []
+        root = options.work_items
+        if sampler_state is not None and root is not None and not hasattr(root, "state_dict"):
+            root = sampler_state(root)
+        layout = Layout(options.dataset, options.iterable, options.sampler, options.batch_sampler,
+                        options.batch_size, options.drop_last)
+        self._resume = Resumer(root, options.pool_workers, layout)
+        self.last_stats: EpochStats | None = None  # the last epoch started
+
+    def mutex(self) -> threading.Lock:
+        """The engine's lock (a new one in a forked child)."""
+        if self._lock_pid != os.getpid():
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        return self._lock
+
+    def length(self) -> int:
+        """Batches per epoch (PyTorch's rules).
+
+        Raises:
+            TypeError: the sampler, batch sampler or IterableDataset has no ``__len__``.
+        """
+        o = self.options
+        if o.iterable:
+            n = len(o.dataset)
+            if o.batch_size is None:
+                return n
+            return n // o.batch_size if o.drop_last else math.ceil(n / o.batch_size)
+        return len(o.work_items)
+
+    def iter(self, keep_alive: Any, epoch_seed: Callable[[], int] | None = None) -> EpochIterator:
+        """Start the next epoch (``DataLoader.__iter__``'s contract).
+
+        Args:
+            keep_alive: what each epoch keeps alive (the loader).
+            epoch_seed: the epoch's base seed, called under the lock after the resume
+                bookkeeping (``dataloader.torch`` draws one per epoch); None: ``seed``.
+
+        Raises:
+            RuntimeError: worker threads could not be started.
+        """
+        try:
+            length: int | None = self.length()
+        except TypeError:
+            length = None
+        with self.mutex():
+            epoch = self.epoch
+            self.epoch += 1
+            if self.options.own_sampler is not None:
+                self.options.own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
+            resume = self._resume.begin(epoch, self.options.dataset)
+            seed = epoch_seed() if epoch_seed is not None else self.seed
+            if length is not None:
+                length = max(0, length - resume.yielded)
+            it = self._start(epoch_key=(seed, epoch), length=length, keep_alive=keep_alive, resume=resume)
+            self._open = [r for r in self._open if r() is not None]
+            self._open.append(weakref.ref(it))
+            self.last_stats = it.stats
+            return it
+
+    def _start(self, **kwargs: Any) -> EpochIterator:
+        # Under the lock: the epoch on the pool the hand-out gives (shut down if it failed to start).
+        pool, owned = self.pools.for_epoch()
+        try:
+            it, progress = self.plan.start(pool=pool, owns_pool=owned, **kwargs)
+        except BaseException:
+            if owned and pool is not None:
+                pool.shutdown()
+            raise
+        self._resume.track(progress)
+        return it
+
+    def amend_start_state(self, key: str, value: Any) -> None:
+        """Replace ``key`` of the started epoch's saved start state (under the lock, from
+        ``epoch_seed``: ``Resumer.amend_start_state``)."""
+        self._resume.amend_start_state(key, value)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``DataLoader.state_dict``'s dict (its Raises apply)."""
+        with self.mutex():
+            return self._resume.state_dict(self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """``DataLoader.load_state_dict`` (its Raises apply)."""
+        with self.mutex():
+            sd = self._resume.load(state_dict, self.options.dataset, workers=self.plan.num_workers)
+            self._continue_from(sd["seed"], sd["epoch"])
+
+    def position(self) -> tuple[int, int]:
+        """``(seed, next epoch)``, read together (``load_state_dict`` sets them together)."""
+        with self.mutex():
+            return self.seed, self.epoch
+
+    def continue_from(self, seed: int, epoch: int) -> None:
+        """Go on at base seed ``seed``, next epoch ``epoch`` (a copy's)."""
+        with self.mutex():
+            self._continue_from(seed, epoch)
+
+    def _continue_from(self, seed: int, epoch: int) -> None:
+        self.seed = seed
+        if self.options.own_sampler is not None:
+            self.options.own_sampler.generator = seed
+        self.epoch = epoch
+
+    def stats(self) -> LoaderStats | None:
+        """A snapshot of the last epoch started (``DataLoader.stats``), or None."""
+        stats = self.last_stats
+        return stats.snapshot() if stats is not None else None
+
+    def close(self) -> None:
+        """End every open epoch and stop the threads and the event loop (``DataLoader.close``)."""
+        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        with self.mutex():
+            epochs = [it for r in self._open if (it := r()) is not None]
+            self._open = []
+            pool = self.pools.take()
+            # Taken with the epochs: an epoch started after this runs on a new loop, and every
+            # epoch of this one is closed before it stops (none sees it stop under it).
+            run = self._async_loop.detach() if self._async_loop is not None else None
+        # The loop's stop keeps a part of the budget (it ends what the epochs left behind).
+        until = deadline if run is None else deadline - ASYNC_STOP_RESERVE_S
+        _close_all(epochs, pool, until)
+        if run is not None:
+            run.close(deadline)  # cancels what is left, awaits aclose(), joins: until the deadline
+
+
+def _close_all(epochs: list[EpochIterator], pool: WorkerPool | None, until: float) -> None:
+    """Close ``epochs``, then shut ``pool`` down, within the budget up to ``until``."""
+    for it in epochs:
+        if isinstance(it, Epoch):
+            it.close(timeout_s=max(0.0, until - time.monotonic()))
+        else:
+            it.close()
+    if pool is not None:
+        pool.shutdown(join_s=max(0.0, until - time.monotonic()))
+
+
+def _plan(o: EngineOptions, async_loop: AsyncLoop | None) -> EpochPlan:
+    """The plan of ``o``'s epochs."""
+    return EpochPlan(
+        dataset=o.dataset, iterable=o.iterable, num_workers=o.pool_workers, window=o.window,
+        timeout_s=float(o.timeout), in_order=o.in_order, batch_size=o.batch_size, drop_last=o.drop_last,
+        auto_collation=o.auto_collation, collate_fn=o.collate_fn, transform=o.transform,
+        worker_init_fn=o.worker_init_fn, persistent=o.persistent_workers, item_concurrency=o.item_concurrency,
+        num_lanes=_num_lanes(o, async_loop), tuner=o.tuner, async_loop=async_loop, **o.index_sources,
+    )
+
+
+def _num_lanes(o: EngineOptions, async_loop: AsyncLoop | None) -> int:
+    # Lanes fetch the items of one map-style batch (an IterableDataset has no item
+    # indices); a batch never uses more than batch_size - 1 helpers.
+    if async_loop is not None:
+        return 0  # item_concurrency is coroutines on the event loop, not threads
+    per_batch = o.item_concurrency
+    if o.batch_size is not None:
+        per_batch = min(per_batch, o.batch_size)
+    return 0 if o.iterable else max(o.pool_workers, 1) * (per_batch - 1)
