@@ -11,8 +11,11 @@ doc shows one current run per interpreter, stamped with its machine, load and co
     python benchmarks/report.py
     # exit 1 if the doc differs from what the saved JSON renders
     python benchmarks/report.py --check
+    # time `import dataloader` against `import numpy` (benchmarks/import_time.py) per interpreter
+    python benchmarks/report.py --import-time python3.11 --import-time python3.13t
 
-Arguments after ``--`` go to compare.py.  Rendering needs only the standard library.
+Arguments after ``--`` go to compare.py.  Rendering needs only the standard library.  The import
+times have their own markers and JSON (``benchmarks/results/import_time/``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ DOC = REPO / "docs" / "benchmarks.md"
 RESULTS = REPO / "benchmarks" / "results"
 BEGIN = "<!-- BEGIN TABLES: written by benchmarks/report.py from benchmarks/results/*.json; do not edit -->"
 END = "<!-- END TABLES -->"
+IMPORT_RESULTS = RESULTS / "import_time"
+IMPORT_BEGIN = (
+    "<!-- BEGIN IMPORT TIME: written by benchmarks/report.py from benchmarks/results/import_time/*.json;"
+    " do not edit -->"
+)
+IMPORT_END = "<!-- END IMPORT TIME -->"
 WORKERS = ("0", "1", "2", "auto")
 
 
@@ -109,14 +118,41 @@ def render(runs: list[dict]) -> str:
     return "\n".join(out)
 
 
-def splice(doc: str, section: str) -> str:
-    start, end = doc.index(BEGIN), doc.index(END) + len(END)
-    return doc[:start] + section + doc[end:]
+def import_label(run: dict) -> str:
+    """"3.11" or "3.13t" for an import_time.py record."""
+    it = run["interpreter"]
+    return ".".join(it["version"].split(".")[:2]) + ("t" if it["free_threaded"] else "")
 
 
-def generated(doc: str) -> str:
+def render_import(runs: list[dict]) -> str:
+    """The import-time table between its markers: one row per interpreter (import_time.py's JSON)."""
+    out = [
+        IMPORT_BEGIN,
+        "",
+        "| interpreter | import numpy | import dataloader | ratio (limit) | run |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for run in sorted(runs, key=import_label):
+        it, ms = run["interpreter"], run["median_ms"]
+        load = " / ".join(f"{x:.2f}" for x in run["load_average"])
+        out.append(
+            f"| {it['version']}{'t' if it['free_threaded'] else ''}, numpy {it['numpy']} "
+            f"| {ms['numpy']:.1f} ms | {ms['dataloader']:.1f} ms | {run['ratio']:.2f}x ({run['limit_ratio']}x) "
+            f"| {run['started']}, commit `{run.get('commit') or 'unknown'}`, median of {run['samples']}, "
+            f"load {load} |"
+        )
+    out += ["", IMPORT_END]
+    return "\n".join(out)
+
+
+def splice(doc: str, section: str, begin: str = BEGIN, end: str = END) -> str:
+    start, stop = doc.index(begin), doc.index(end) + len(end)
+    return doc[:start] + section + doc[stop:]
+
+
+def generated(doc: str, begin: str = BEGIN, end: str = END) -> str:
     """The doc's current text between (and including) the markers."""
-    return doc[doc.index(BEGIN) : doc.index(END) + len(END)]
+    return doc[doc.index(begin) : doc.index(end) + len(end)]
 
 
 def load_runs(paths: list[Path]) -> list[dict]:
@@ -141,6 +177,29 @@ def run_compare(python: str, compare_args: list[str], note: str) -> Path:
     return path
 
 
+def run_import_time(python: str) -> Path:
+    """Run import_time.py for ``python``; save its JSON in IMPORT_RESULTS as ``<label>.json``."""
+    IMPORT_RESULTS.mkdir(parents=True, exist_ok=True)
+    tmp = IMPORT_RESULTS / f".run-{os.getpid()}.json"
+    cmd = [sys.executable, str(REPO / "benchmarks" / "import_time.py"), "--python", python, "--json", str(tmp)]
+    print("$", " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, cwd=REPO, check=True)
+    run = json.loads(tmp.read_text())
+    tmp.unlink()
+    path = IMPORT_RESULTS / f"{import_label(run)}.json"
+    path.write_text(json.dumps(run, indent=1) + "\n")
+    return path
+
+
+def sections(doc: str, paths: list[Path]) -> list[tuple[str, str, str]]:
+    """(begin, end, text) of each generated part the doc has markers for."""
+    out = [(BEGIN, END, render(load_runs(paths)))]
+    import_paths = sorted(IMPORT_RESULTS.glob("*.json"))
+    if IMPORT_BEGIN in doc and import_paths:
+        out.append((IMPORT_BEGIN, IMPORT_END, render_import(load_runs(import_paths))))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     compare_args = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -152,21 +211,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", default="", help="with --run: a line about the run, shown under its stamp")
     p.add_argument("--doc", type=Path, default=DOC, help="the Markdown file with the markers")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the doc is out of date")
+    p.add_argument("--import-time", action="append", default=[], metavar="PYTHON",
+                   help="run benchmarks/import_time.py with this interpreter first and save its JSON (repeatable)")
     args = p.parse_args(argv)
     for python in args.run:
         run_compare(python, compare_args, args.note)
+    for python in args.import_time:
+        run_import_time(python)
     paths = args.json or sorted(RESULTS.glob("*.json"))
     if not paths:
         p.error("no JSON: pass files, or --run PYTHON, or save them in benchmarks/results/")
-    section = render(load_runs(paths))
     doc = args.doc.read_text()
+    parts = sections(doc, paths)
     if args.check:
-        if generated(doc) != section:
-            print(f"{args.doc}: tables differ from {', '.join(map(str, paths))}; run benchmarks/report.py",
-                  file=sys.stderr)
+        if any(generated(doc, begin, end) != text for begin, end, text in parts):
+            print(f"{args.doc}: tables differ from {', '.join(map(str, paths))} or {IMPORT_RESULTS}; "
+                  "run benchmarks/report.py", file=sys.stderr)
             return 1
         return 0
-    args.doc.write_text(splice(doc, section))
+    for begin, end, text in parts:
+        doc = splice(doc, text, begin, end)
+    args.doc.write_text(doc)
     print(f"wrote {args.doc} from {', '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 

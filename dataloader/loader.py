@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from dataloader._constants import DEFAULT_PREFETCH_DEPTH
-from dataloader._engine import Engine
 from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.sampler import Sampler
 
@@ -170,6 +169,8 @@ class DataLoader(Generic[T_co]):
         seed: int | None = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
+        from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
+
         self._engine = Engine(
             self, dataset, sampler_state=self._sampler_state, batch_size=batch_size, shuffle=shuffle,
             sampler=sampler, batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,

@@ -19,7 +19,7 @@ Image transforms live in ``dataloader.image``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -47,8 +47,14 @@ class Transform:
 
     __slots__ = ()
 
-    #: Whether :meth:`apply` draws from its ``rng`` argument.
-    random: ClassVar[bool] = False
+    if TYPE_CHECKING:
+        # Read-only per instance: a subclass sets a class attribute, Compose computes it.
+        @property
+        def random(self) -> bool:
+            """Whether :meth:`apply` draws from its ``rng`` argument."""
+    else:
+        #: Whether :meth:`apply` draws from its ``rng`` argument.
+        random = False
 
     def apply(self, value: Any, rng: np.random.Generator | None) -> Any:
         """Transform one bare value (not a tuple).
@@ -112,7 +118,8 @@ class Compose(Transform):
         self.transforms: tuple[Callable[..., Any], ...] = tuple(steps)
 
     @property
-    def random(self) -> bool:  # type: ignore[override]
+    def random(self) -> bool:
+        """Whether any of the steps draws random numbers."""
         return any(isinstance(t, Transform) and t.random for t in self.transforms)
 
     def __call__(self, item: Any, rng: np.random.Generator | None = None) -> Any:

@@ -48,18 +48,20 @@ class Dataset(Generic[T_co]):
             TypeError: the dataset has no ``__len__`` (at the ``iter()`` call).
             Whatever ``__getitem__`` raises, ``IndexError`` included, propagates unchanged.
         """
-        if not hasattr(type(self), "__len__"):
+        if not isinstance(self, Sized):
             raise TypeError(
                 f"{type(self).__name__} has no __len__, so it cannot be iterated: index it, "
                 "or make it an IterableDataset"
             )
-        return self._items(len(self))  # type: ignore[arg-type]
+        return self._items(len(self))
 
     def _items(self, n: int) -> Iterator[T_co]:
         for i in range(n):
             yield self[i]
 
-    def __add__(self, other: Dataset[T_co]) -> ConcatDataset[T_co]:
+    def __add__(self, other: Dataset[T_co]) -> Dataset[T_co]:
+        """``self`` then ``other``: a :class:`ConcatDataset` here, a :class:`ChainDataset` for
+        an :class:`IterableDataset` (hence the return type is the common base)."""
         return ConcatDataset([self, other])
 
 
@@ -74,7 +76,7 @@ class IterableDataset(Dataset[T_co], Iterable[T_co]):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
     # PyTorch's API: iterable + iterable chains them (not a ConcatDataset, hence the override).
-    def __add__(self, other: Dataset[T_co]) -> ChainDataset:  # type: ignore[override]
+    def __add__(self, other: Dataset[T_co]) -> ChainDataset:
         return ChainDataset([self, other])
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any, TypeVar
 
 import numpy as np
@@ -105,7 +105,9 @@ def random_split(
             ``generator`` type.
     """
     rng = rng_for(check_generator(generator), 0)
-    n = len(dataset)  # type: ignore[arg-type]
+    if not isinstance(dataset, Sized):  # a map-style dataset need not define __len__
+        raise TypeError(f"object of type {type(dataset).__name__!r} has no len()")
+    n = len(dataset)
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
         counts = []

@@ -258,10 +258,7 @@ class AsyncFetcher(Builder):
     def _build(self, indices: Any, rec: Recorder) -> Any:
         # The transform runs on this thread as each item arrives: it counts as fetching.
         items = self.fetch([indices], getitems=False)[0] if not self._auto else self.fetch(indices, self._getitems)
-        rec.fetched()
-        out = self._collate(items)
-        rec.done()
-        return out
+        return self._collated(items, rec)
 
     def fetch(self, indices: Sequence[Any], getitems: bool) -> list[Any]:
         """The transformed items of ``indices``, in order.

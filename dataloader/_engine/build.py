@@ -104,6 +104,13 @@ class Builder:
     def _build(self, item: Any, rec: Recorder) -> Any:
         raise NotImplementedError
 
+    def _collated(self, items: Any, rec: Recorder) -> Any:
+        """``collate_fn(items)``, fetching (up to now) and collating timed into ``rec``."""
+        rec.fetched()
+        out = self._collate(items)
+        rec.done()
+        return out
+
 
 class Fetcher(Builder):
     """What the map-style builders share: the dataset, one item fetched and transformed.
@@ -161,11 +168,7 @@ class SingleFetcher(Fetcher):
     kind = BuilderKind.SINGLE
 
     def _build(self, index: Any, rec: Recorder) -> Any:
-        item = self.fetch_item(index)
-        rec.fetched()
-        out = self._collate(item)
-        rec.done()
-        return out
+        return self._collated(self.fetch_item(index), rec)
 
 
 class LanesFetcher(Fetcher):
@@ -193,11 +196,7 @@ class LanesFetcher(Fetcher):
         self._k = item_concurrency
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
-        items = fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k)
-        rec.fetched()
-        out = self._collate(items)
-        rec.done()
-        return out
+        return self._collated(fetch_with_lanes(self._lanes, self.fetch_item, indices, self._k), rec)
 
 
 class ItemsFetcher(Fetcher):
@@ -207,11 +206,7 @@ class ItemsFetcher(Fetcher):
     kind = BuilderKind.ITEMS
 
     def _build(self, indices: Any, rec: Recorder) -> Any:
-        items = self._fetch_all(indices)
-        rec.fetched()
-        out = self._collate(items)
-        rec.done()
-        return out
+        return self._collated(self._fetch_all(indices), rec)
 
     def _fetch_all(self, indices: Sequence[Any]) -> list[Any]:
         """``[fetch_item(i) for i in indices]`` with one thread-local lookup for the batch (the

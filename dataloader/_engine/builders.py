@@ -48,6 +48,7 @@ class MapBuild:
         workers: the epoch has worker threads (``num_workers > 0``).
         lanes: the pool's lanes, or None.
         async_loop: the loader's event loop for an ``AsyncDataset``, else None.
+        native: ask the dataset's ``__batch_rows__`` (False: an epoch whose call raised).
     """
 
     dataset: Any
@@ -58,6 +59,7 @@ class MapBuild:
     workers: bool
     lanes: LanePool | None
     async_loop: Any = None
+    native: bool = True
 
 
 def map_builder(build: MapBuild, epoch_key: tuple[int, int]) -> tuple[Builder, type[MapItems]]:
@@ -80,7 +82,7 @@ def map_builder(build: MapBuild, epoch_key: tuple[int, int]) -> tuple[Builder, t
     if build.item_concurrency > 1 and build.lanes is not None:
         return LanesFetcher(ds, collate, transform, epoch_key, build.lanes, build.item_concurrency), MapItems
     plain = transform is None and collate is default_collate and build.item_concurrency == 1
-    rows = batch_rows(ds) if plain else None
+    rows = batch_rows(ds) if plain and build.native else None
     fetch = _general(ds, collate, transform, epoch_key, rows)
     if rows is not None and build.workers and jobs_collate(rows):
         return RowsFetcher(fetch, rows, epoch_key), MapItems

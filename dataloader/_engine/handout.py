@@ -80,8 +80,8 @@ class SharedPool:
         self.take()
         pool.shutdown()  # they exit when their batch finishes; never reused
         warnings.warn(
-            f"{stuck} DataLoader worker thread(s) did not come back within {SHUTDOWN_JOIN_TIMEOUT_S} s "
-            f"of their epoch's close() and are abandoned ({self.abandoned_threads} by this loader so far); "
+            f"{stuck} DataLoader worker thread(s) did not come back within their epoch's close() budget "
+            f"(close(timeout_s=...), {SHUTDOWN_JOIN_TIMEOUT_S} s by default) and are abandoned ({self.abandoned_threads} by this loader so far); "
             f"the next epoch runs on new threads",
             RuntimeWarning,
             stacklevel=4,

@@ -14,10 +14,12 @@ work-item source.
 from __future__ import annotations
 
 import enum
+import math
+import numbers
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from dataloader import _context
 from dataloader._engine.errors import INTERRUPTS
@@ -197,6 +199,15 @@ class EpochIterator:
             raise RuntimeError("next() was called on one DataLoader iterator from two threads at once")
         raise StopIteration
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called or the epoch ended (read without the lock: a
+        snapshot, True for good once True)."""
+        return self._state is CLOSED or self._state is CLOSING
+
+    def __copy__(self) -> NoReturn:
+        raise TypeError(f"a {type(self).__name__} (one epoch of a DataLoader) cannot be copied; start another with iter(loader)")
+
     def close(self, timeout_s: float | None = None) -> None:
         """End the epoch: its ``next()`` raises ``StopIteration`` from now on.
 
@@ -210,17 +221,21 @@ class EpochIterator:
 
         Args:
             timeout_s: the most seconds to wait for the batches in flight: None waits
-                ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s); 0 (or less) does not wait.  A worker that
-                does not come back in time is abandoned (its pool is never reused).
+                ``SHUTDOWN_JOIN_TIMEOUT_S`` (5 s); 0 (or less) does not wait; ``inf`` (or
+                anything over a year) waits a year.  A worker that does not come back in
+                time is abandoned (its pool is never reused).
 
         Thread-safety: may be called from any thread, also while another thread is inside
         ``next()``, which then drops its batch and raises ``StopIteration``; that ``next()``
         lets go of the epoch on its way out.
 
         Raises:
+            TypeError: ``timeout_s`` is not None or a real number (before anything is closed).
+            ValueError: ``timeout_s`` is NaN (before anything is closed).
             KeyboardInterrupt: (or what a signal handler raises) during the wait; the epoch
                 is closed all the same.
         """
+        timeout_s = _close_budget(timeout_s)
         if os.getpid() != self._pid:
             self._state = CLOSED  # no lock: a thread of the parent's may have held it
             self._keep_alive = None
@@ -343,3 +358,26 @@ class SequentialEpoch(EpochIterator):
 
     def _release(self) -> None:
         self._items = None
+
+
+_MAX_CLOSE_BUDGET_S = 365 * 24 * 3600.0  # what timeout_s=inf waits (the native wait counts int64 us)
+
+
+def _close_budget(timeout_s: Any) -> float | None:
+    """``close()``'s ``timeout_s`` checked: None, or a float in ``[0, a year]``.
+
+    Raises:
+        TypeError: not None or a real number (a bool is refused too).
+        ValueError: NaN.
+    """
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real):
+        raise TypeError(f"close(timeout_s=...) takes None or seconds as a number, got {timeout_s!r}")
+    try:
+        value = float(timeout_s)
+    except OverflowError:  # an int past float range: longer than any budget
+        value = math.inf
+    if math.isnan(value):
+        raise ValueError("close(timeout_s=nan): give seconds, 0 to not wait, or None for the default budget")
+    return min(max(value, 0.0), _MAX_CLOSE_BUDGET_S)

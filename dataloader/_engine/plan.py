@@ -124,11 +124,15 @@ class EpochPlan:
     tuner: AutoTuner | None = None
     async_loop: Any = None
 
-    def _map_builder(self, pool: WorkerPool | None, epoch_key: tuple[int, int]) -> tuple[Any, type[MapItems]]:
-        """The named builder of a map-style epoch and its work-item source class (``builders``)."""
+    def _map_builder(
+        self, pool: WorkerPool | None, epoch_key: tuple[int, int], native: bool = True
+    ) -> tuple[Any, type[MapItems]]:
+        """The named builder of a map-style epoch and its work-item source class (``builders``;
+        ``native=False``: without asking the dataset's ``__batch_rows__``)."""
         return map_builder(MapBuild(
             self.dataset, self.auto_collation, self.collate_fn, self.transform, self.item_concurrency,
             workers=self.num_workers > 0, lanes=pool.lanes if pool is not None else None, async_loop=self.async_loop,
+            native=native,
         ), epoch_key)
 
     def new_pool(self) -> WorkerPool | None:
@@ -242,19 +246,23 @@ class EpochPlan:
         skip: int, sequential: bool, inline: bool,
     ) -> _Parts:
         assert self.indices is not None
-        fetch, source_cls = self._map_builder(pool, epoch_key)
+        error: Exception | None = None
+        try:
+            fetch, source_cls = self._map_builder(pool, epoch_key)
+        except Exception as exc:  # seed 004: a failing __batch_rows__ is raised by the first next()
+            fetch, source_cls = self._map_builder(pool, epoch_key, native=False)
+            error = exc
         # The consumer's builds record into the extra (last) recorder.
         inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
         # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
         spans = (self.spans is not None and self.num_workers > 0 and not (inline and sequential)
                  and fetch.kind is BuilderKind.NATIVE_ROWS)
         indices: Iterator[Any] = iter(())
-        error: Exception | None = None
-        try:
+        try:  # started also after a failed builder: the sampler claims a resumed start here
             batches = self.spans() if spans and self.spans is not None else None
             indices = skip_items(self.indices() if batches is None else batches, skip)
         except Exception as exc:  # seed 004: raised by the first next()
-            error = exc
+            error = error if error is not None else exc
         source = source_cls(indices, fetch, setup, self.num_workers, stats)
         # An AsyncDataset's builder waits on the event loop: close() wakes it (async_build).
         on_close = fetch.cancel if self.async_loop is not None else None

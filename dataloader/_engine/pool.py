@@ -145,7 +145,8 @@ class WorkerPool:
 
     @property
     def stuck(self) -> bool:
-        """True once an epoch gave up waiting for these threads (the pool is never reused)."""
+        """True once the last epoch's close gave up waiting for these threads (the pool is not
+        reused while they are away; an epoch started on it once they are back clears it)."""
         return self._stuck
 
     def mark_stuck(self) -> None:
@@ -174,6 +175,7 @@ class WorkerPool:
             if not self.idle():
                 raise RuntimeError("the worker pool is still serving an epoch")
             window.enter(len(self._threads))
+            self._stuck = False  # idle: the workers an earlier close gave up on came back
             self._window, self._work = window, work
             self._generation += 1
             self._picked = 0

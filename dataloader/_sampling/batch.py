@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Any
 
 import numpy as np
@@ -92,7 +92,9 @@ class BatchSampler(Sampler[list[int]]):
             yield batch
 
     def __len__(self) -> int:
-        n = len(self.sampler)  # type: ignore[arg-type]
+        if not isinstance(self.sampler, Sized):  # an iterable of indices may have no length
+            raise TypeError(f"object of type {type(self.sampler).__name__!r} has no len()")
+        n = len(self.sampler)
         if self.drop_last:
             return n // self.batch_size
         return (n + self.batch_size - 1) // self.batch_size

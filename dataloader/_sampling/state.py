@@ -23,7 +23,7 @@ Thread-safety: like iteration, call these on the thread that iterates the sample
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -59,6 +59,14 @@ def skip_chunks(chunks: Iterator[np.ndarray], skip: int) -> Iterator[np.ndarray]
             continue
         yield chunk[skip:] if skip else chunk
         skip = 0
+
+
+class _OwnEpoch(Protocol):
+    """A sampler that counts epochs itself, without an ``EpochRng``: ``epoch`` and ``set_epoch``."""
+
+    epoch: int
+
+    def set_epoch(self, epoch: int) -> None: ...
 
 
 class ResumableMixin:
@@ -116,8 +124,8 @@ class ResumableMixin:
             epoch = check_int(sd["epoch"], f"{name} state 'epoch'", minimum=0)
             if rng is not None:
                 rng.set_epoch(epoch)
-            else:
-                self.set_epoch(epoch)  # type: ignore[attr-defined]
+            else:  # no EpochRng: the sampler keeps its own ``epoch`` (DistributedSampler)
+                cast(_OwnEpoch, self).set_epoch(epoch)
         if has_gen and "bit_generator" in sd:
             assert rng is not None and isinstance(rng.generator, np.random.Generator)
             try:

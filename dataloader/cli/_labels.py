@@ -6,11 +6,12 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 from dataloader.cli._stats import block_rows
+from dataloader.ndf import NdfFile
 
 __all__ = ["check_class_labels"]
 
 
-def check_class_labels(file: object, max_classes: int) -> int:
+def check_class_labels(file: NdfFile, max_classes: int) -> int:
     """Stream the labels of ``file`` (an ``NdfFile``) and return the number of classes C.
 
     Labels must be integers in ``[0, max_classes)``; C is the largest plus one,
@@ -19,7 +20,7 @@ def check_class_labels(file: object, max_classes: int) -> int:
     Raises:
         CliError: ``l != 1``, no rows, or the first bad label (its row named).
     """
-    n, d, l, path = file.n, file.d, file.l, file.path  # type: ignore[attr-defined]
+    n, d, l, path = file.n, file.d, file.l, file.path
     if l != 1:
         raise CliError(
             f"{path}: has l={l} label columns; the demo needs exactly one, "
@@ -32,7 +33,7 @@ def check_class_labels(file: object, max_classes: int) -> int:
     seen = np.zeros(max_classes, dtype=bool)
     for start in range(0, n, block):
         k = min(block, n - start)
-        _, y = file.read_rows(np.arange(start, start + k))  # type: ignore[attr-defined]
+        _, y = file.read_rows(np.arange(start, start + k))
         y = y[:, 0]
         bad = ~((y >= 0) & (y < max_classes) & (y == np.floor(y)))
         if bad.any():

@@ -153,6 +153,35 @@ def _pick(
     return next((c for c in defaults if c in names), None)
 
 
+def _array_names(
+    path: str, names: list[str], features: str | None, labels: str | None, label_tokens: Sequence[str]
+) -> tuple[str, str | None]:
+    """The archive's features array and labels array (None: no labels array), as named or
+    found by their usual names.
+
+    Raises:
+        CliError: no features array can be told, labels are given twice, or both are one array.
+    """
+    fname = _pick(names, features, FEATURE_NAMES, path, "features")
+    if fname is None:
+        if len(names) != 1:
+            raise CliError(
+                f"{path}: which array holds the features? pass --features NAME "
+                f"(arrays: {', '.join(names) or 'none'})"
+            )
+        fname = names[0]
+    lname = _pick(names, labels, LABEL_NAMES, path, "labels")
+    if lname is not None and label_tokens:
+        if labels is not None:
+            raise CliError(
+                "give labels either as --labels NAME or as --label-columns, not both"
+            )
+        lname = None  # --label-columns takes the labels out of the features instead
+    if lname == fname:
+        raise CliError(f"{path}: features and labels are the same array {fname!r}")
+    return fname, lname
+
+
 def open_npz(
     path: str, features: str | None, labels: str | None, label_tokens: Sequence[str]
 ) -> Source:
@@ -170,23 +199,7 @@ def open_npz(
         raise CliError(f"{path}: is not an .npz (zip) archive") from None
     try:
         names = [m[:-4] for m in archive.namelist() if m.endswith(".npy")]
-        fname = _pick(names, features, FEATURE_NAMES, path, "features")
-        if fname is None:
-            if len(names) != 1:
-                raise CliError(
-                    f"{path}: which array holds the features? pass --features NAME "
-                    f"(arrays: {', '.join(names) or 'none'})"
-                )
-            fname = names[0]
-        lname = _pick(names, labels, LABEL_NAMES, path, "labels")
-        if lname is not None and label_tokens:
-            if labels is not None:
-                raise CliError(
-                    "give labels either as --labels NAME or as --label-columns, not both"
-                )
-            lname = None  # --label-columns takes the labels out of the features instead
-        if lname == fname:
-            raise CliError(f"{path}: features and labels are the same array {fname!r}")
+        fname, lname = _array_names(path, names, features, labels, label_tokens)
         x = _Member(archive, fname, path)
         y = _Member(archive, lname, path) if lname is not None else None
         n = x.shape[0]

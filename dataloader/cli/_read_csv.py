@@ -215,14 +215,7 @@ def open_csv(
         text.close()
         raw.close()
         raise
-    used = sorted(features + labels)
-    block_pos = {j: i for i, j in enumerate(used)}  # a file column's place in a parsed block
-    cols = _Columns(
-        features=features, labels=labels, x_dtype=x_dtype, y_dtype=y_dtype,
-        exact_x=needs_exact_ints(x_dtype), exact_y=bool(labels) and needs_exact_ints(y_dtype),
-        block_features=[block_pos[j] for j in features], block_labels=[block_pos[j] for j in labels],
-    )
-    dialect = _Dialect(path, delimiter, names, None if len(used) == len(names) else used)
+    dialect, cols = _block_layout(path, delimiter, names, features, labels, x_dtype, y_dtype)
     start = (first_line_no + (1 if header else 0), [] if header else [first])
 
     def chunks() -> Iterator[Chunk]:
@@ -237,6 +230,22 @@ def open_csv(
     size = os.fstat(raw.fileno()).st_size
     return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes,
                   feature_names, label_names)
+
+
+def _block_layout(
+    path: str, delimiter: str | None, names: list[str], features: list[int], labels: list[int],
+    x_dtype: str, y_dtype: str,
+) -> tuple[_Dialect, _Columns]:
+    """How each block of lines is parsed (only the used columns, when some are not) and cut
+    into features and labels."""
+    used = sorted(features + labels)
+    block_pos = {j: i for i, j in enumerate(used)}  # a file column's place in a parsed block
+    cols = _Columns(
+        features=features, labels=labels, x_dtype=x_dtype, y_dtype=y_dtype,
+        exact_x=needs_exact_ints(x_dtype), exact_y=bool(labels) and needs_exact_ints(y_dtype),
+        block_features=[block_pos[j] for j in features], block_labels=[block_pos[j] for j in labels],
+    )
+    return _Dialect(path, delimiter, names, None if len(used) == len(names) else used), cols
 
 
 def _decide_header(path: str, fields: list[str], line_no: int, header: bool | None, notes: list[str]) -> bool:

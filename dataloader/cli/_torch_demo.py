@@ -35,13 +35,9 @@ def _import_torch() -> Any:
     return torch
 
 
-def run_torch_demo(epochs: int, batch_size: int, lr: float, num_workers: int, seed: int) -> int:
-    """Train and evaluate; print each epoch's loss and test accuracy.  Returns the exit status."""
-    torch = _import_torch()
-    # lazy: both import torch, which _import_torch() has just found
-    from torch import nn
-    from dataloader.torch import DataLoader
-
+def _digits(torch: Any) -> Any:
+    """The shipped digits as a ``torch.utils.data.Dataset`` of (float32 pixels in [0, 1],
+    shape (64,); int64 class) pairs."""
     dataset_base: Any = torch.utils.data.Dataset
 
     class Digits(dataset_base):
@@ -58,9 +54,39 @@ def run_torch_demo(epochs: int, batch_size: int, lr: float, num_workers: int, se
         def __getitem__(self, i: int) -> tuple[Any, Any]:
             return self.x[i], self.y[i]
 
+    return Digits()
+
+
+def _train_epoch(model: Any, train: Any, loss_fn: Any, optimizer: Any) -> float:
+    """One epoch of SGD steps over ``train``: the summed loss over its rows."""
+    model.train()
+    total = 0.0
+    for x, y in train:
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(y)
+    return total
+
+
+def _correct(torch: Any, model: Any, test: Any) -> int:
+    """How many of ``test``'s rows the model classifies correctly (no gradients)."""
+    model.eval()
+    with torch.no_grad():
+        return sum(int((model(x).argmax(1) == y).sum()) for x, y in test)
+
+
+def run_torch_demo(epochs: int, batch_size: int, lr: float, num_workers: int, seed: int) -> int:
+    """Train and evaluate; print each epoch's loss and test accuracy.  Returns the exit status."""
+    torch = _import_torch()
+    # lazy: both import torch, which _import_torch() has just found
+    from torch import nn
+    from dataloader.torch import DataLoader
+
     torch.manual_seed(seed)
     train_set, test_set = torch.utils.data.random_split(
-        Digits(), [0.8, 0.2], generator=torch.Generator().manual_seed(seed)
+        _digits(torch), [0.8, 0.2], generator=torch.Generator().manual_seed(seed)
     )
     train = DataLoader(train_set, batch_size=batch_size, shuffle=True, num_workers=num_workers,
                        generator=torch.Generator().manual_seed(seed))
@@ -74,18 +100,8 @@ def run_torch_demo(epochs: int, batch_size: int, lr: float, num_workers: int, se
     with train:
         for epoch in range(1, epochs + 1):
             t0 = time.perf_counter()
-            model.train()
-            total = 0.0
-            for x, y in train:
-                optimizer.zero_grad()
-                loss = loss_fn(model(x), y)
-                loss.backward()
-                optimizer.step()
-                total += loss.item() * len(y)
-            model.eval()
-            with torch.no_grad():
-                correct = sum(int((model(x).argmax(1) == y).sum()) for x, y in test)
-            accuracy = correct / len(test_set)
+            total = _train_epoch(model, train, loss_fn, optimizer)
+            accuracy = _correct(torch, model, test) / len(test_set)
             print(f"epoch {epoch:>3}/{epochs}  loss {total / len(train_set):.4f}  "
                   f"test accuracy {100 * accuracy:.2f}%  ({time.perf_counter() - t0:.3f} s)", flush=True)
     print(f"final test accuracy: {100 * accuracy:.2f}% on {len(test_set)} held-out digits (chance 10%)")

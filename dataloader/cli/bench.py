@@ -26,6 +26,8 @@ import argparse
 import statistics
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +44,8 @@ from dataloader.cli._common import (
 )
 from dataloader.cli._plot import check_plot_path, plot_timeline
 from dataloader.cli._runtime import describe_runtime
-from dataloader.ndf import NDF_HEADER, NdfDataset
+from dataloader.loader import DataLoader
+from dataloader.ndf import NDF_HEADER, NdfDataset, NdfFile
 
 FLOAT64 = np.dtype(np.float64)
 from dataloader.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
@@ -161,22 +164,33 @@ def numpy_batches(
         yield rows["x"], rows["y"]
 
 
+@dataclass
+class _Timings:
+    """Per epoch: the loader's and the NumPy loop's (rows/s, MB/s), and the loader's seconds."""
+
+    ours: list[tuple[float, float]] = field(default_factory=list)
+    base: list[tuple[float, float]] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
 def _rate(rows: int, nbytes: int, seconds: float) -> tuple[float, float]:
     s = max(seconds, 1e-9)
     return rows / s, nbytes / s / 1e6
 
 
-def run(args: argparse.Namespace) -> int:
-    _check(args)
+def _open_loader(args: argparse.Namespace) -> tuple[NdfFile, DataLoader]:
+    """The file and a loader over it; the file is closed if the loader cannot be made.
+
+    Raises:
+        CliError: the file cannot be opened, has no rows, or the loader options are invalid.
+    """
     file = open_ndf_or_fail(args.file)
-    n, d, l, offset = file.n, file.d, file.l, file.data_offset  # noqa: E741
-    if n == 0:
+    if file.n == 0:
         file.close()
         raise CliError(f"{args.file}: has no rows")
-    dataset = NdfDataset(file)
     try:
         loader = make_loader(
-            dataset,
+            NdfDataset(file),
             batch_size=args.batch_size,
             shuffle=args.shuffle,
             num_workers=args.num_workers,
@@ -186,6 +200,12 @@ def run(args: argparse.Namespace) -> int:
     except CliError:
         file.close()
         raise
+    return file, loader
+
+
+def _print_setup(args: argparse.Namespace, file: NdfFile) -> None:
+    """The file's shape and size, the options and the runtime, and the table's header."""
+    n, d, l = file.n, file.d, file.l  # noqa: E741
     row_bytes = d * file.x_dtype.itemsize + l * file.y_dtype.itemsize
     parts = f"{d + l} float64" if file.x_dtype == file.y_dtype == FLOAT64 else (
         f"({d} {file.x_dtype}" + (f" + {l} {file.y_dtype})" if l else ")"))
@@ -202,40 +222,61 @@ def run(args: argparse.Namespace) -> int:
     if args.baseline:
         header += f"  {'numpy rows/s':>14} {'MB/s':>8}  {'ratio':>6}"
     print(header)
-    ours, base, seconds_all = [], [], []
-    try:
-        for epoch in range(args.epochs):
-            rows = nbytes = 0
-            with progress(
-                args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}"
-            ) as bar:
-                t0 = time.perf_counter()
-                for x, y in loader:
-                    rows += x.shape[0]
-                    nbytes += x.nbytes + y.nbytes
-                    bar.update()
-                seconds = time.perf_counter() - t0
-            seconds_all.append(seconds)
-            if rows != n:
-                raise RuntimeError(f"the loader delivered {rows} rows of {n}")
-            ours.append(_rate(rows, nbytes, seconds))
-            line = f"{epoch + 1:>6}  {ours[-1][0]:>14,.0f} {ours[-1][1]:>8,.0f}"
-            if args.baseline:
-                t0 = time.perf_counter()
-                rows = nbytes = 0
-                for x, y in numpy_batches(
-                    args.file, n, d, l, args.batch_size, args.shuffle, args.seed, epoch,
-                    offset=offset, x_dtype=file.x_dtype, y_dtype=file.y_dtype,
-                ):
-                    rows += x.shape[0]
-                    nbytes += x.nbytes + y.nbytes
-                base.append(_rate(rows, nbytes, time.perf_counter() - t0))
-                ratio = ours[-1][0] / base[-1][0]
-                line += f"  {base[-1][0]:>14,.0f} {base[-1][1]:>8,.0f}  {ratio:>5.2f}x"
-            print(line, flush=True)
-    finally:
-        loader.close()
-        file.close()
+
+
+def _loader_epoch(args: argparse.Namespace, loader: Any, epoch: int) -> tuple[int, int, float]:
+    """One epoch through the loader (a ``DataLoader``; ``Any`` because its epoch iterator's
+    type declares no ``__next__``): (rows, bytes of rows, seconds)."""
+    rows = nbytes = 0
+    with progress(args.progress, total=len(loader), unit="batch", desc=f"epoch {epoch + 1}") as bar:
+        t0 = time.perf_counter()
+        for x, y in loader:
+            rows += x.shape[0]
+            nbytes += x.nbytes + y.nbytes
+            bar.update()
+        seconds = time.perf_counter() - t0
+    return rows, nbytes, seconds
+
+
+def _numpy_epoch(args: argparse.Namespace, file: NdfFile, epoch: int) -> tuple[float, float]:
+    """One epoch of the plain NumPy loop over the same batches: (rows/s, MB/s)."""
+    t0 = time.perf_counter()
+    rows = nbytes = 0
+    for x, y in numpy_batches(
+        args.file, file.n, file.d, file.l, args.batch_size, args.shuffle, args.seed, epoch,
+        offset=file.data_offset, x_dtype=file.x_dtype, y_dtype=file.y_dtype,
+    ):
+        rows += x.shape[0]
+        nbytes += x.nbytes + y.nbytes
+    return _rate(rows, nbytes, time.perf_counter() - t0)
+
+
+def _run_epochs(args: argparse.Namespace, file: NdfFile, loader: DataLoader) -> _Timings:
+    """Every epoch, the loader then (with ``--baseline``) the NumPy loop; a line each.
+
+    Raises:
+        RuntimeError: the loader delivered another number of rows than the file holds.
+    """
+    timings = _Timings()
+    for epoch in range(args.epochs):
+        rows, nbytes, seconds = _loader_epoch(args, loader, epoch)
+        timings.seconds.append(seconds)
+        if rows != file.n:
+            raise RuntimeError(f"the loader delivered {rows} rows of {file.n}")
+        ours = _rate(rows, nbytes, seconds)
+        timings.ours.append(ours)
+        line = f"{epoch + 1:>6}  {ours[0]:>14,.0f} {ours[1]:>8,.0f}"
+        if args.baseline:
+            base = _numpy_epoch(args, file, epoch)
+            timings.base.append(base)
+            line += f"  {base[0]:>14,.0f} {base[1]:>8,.0f}  {ours[0] / base[0]:>5.2f}x"
+        print(line, flush=True)
+    return timings
+
+
+def _print_medians(args: argparse.Namespace, timings: _Timings) -> None:
+    """The median row, and a note when the epochs were too short to time."""
+    ours, base = timings.ours, timings.base
     med = statistics.median(r for r, _ in ours)
     line = f"{'median':>6}  {med:>14,.0f} {statistics.median(m for _, m in ours):>8,.0f}"
     if args.baseline:
@@ -244,10 +285,14 @@ def run(args: argparse.Namespace) -> int:
         ratio = statistics.median(o[0] / b[0] for o, b in zip(ours, base))
         line += f"  {bmed:>14,.0f} {statistics.median(m for _, m in base):>8,.0f}  {ratio:>5.2f}x"
     print(line)
-    epoch_s = statistics.median(seconds_all)
+    epoch_s = statistics.median(timings.seconds)
     if epoch_s < SHORT_EPOCH_S:
         print(f"note: an epoch took {format_duration(epoch_s)}: too short to time reliably (scheduling "
               "noise moves each figure several-fold); use a larger file or more --epochs")
+
+
+def _print_last_epoch(args: argparse.Namespace, loader: DataLoader) -> None:
+    """The loader's statistics of its last epoch, and with ``--plot`` its timeline."""
     stats = loader.stats
     assert stats is not None
     print(f"last epoch (DataLoader.stats, num_workers={loader.num_workers!r}):")
@@ -258,4 +303,17 @@ def run(args: argparse.Namespace) -> int:
             title += f" ({workers_text(stats)})"
         plot_timeline(stats, args.plot, title, fmt=args.plot_format)
         print(f"timeline written to {args.plot}")
+
+
+def run(args: argparse.Namespace) -> int:
+    _check(args)
+    file, loader = _open_loader(args)
+    _print_setup(args, file)
+    try:
+        timings = _run_epochs(args, file, loader)
+    finally:
+        loader.close()
+        file.close()
+    _print_medians(args, timings)
+    _print_last_epoch(args, loader)
     return 0

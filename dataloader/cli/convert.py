@@ -70,6 +70,14 @@ DTYPE_NAMES = tuple(t.name for t in DTYPES)
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     summary = "convert .npy / .npz / .csv to an .ndf row file"
     p = add_command(subparsers, "convert", summary, __doc__, raw=True)
+    _add_input_arguments(p)
+    _add_csv_arguments(p)
+    _add_output_arguments(p)
+    p.set_defaults(run=run)
+
+
+def _add_input_arguments(p: argparse.ArgumentParser) -> None:
+    """INPUT, OUTPUT, ``--format`` and which arrays or columns hold the labels."""
     p.add_argument("input", metavar="INPUT", help="input file: .npy, .npz, .csv or .csv.gz")
     p.add_argument("output", metavar="OUTPUT.ndf", help="output file (written atomically)")
     p.add_argument("--format", choices=FORMATS, help="input format (default: from INPUT's suffix)")
@@ -89,6 +97,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="label columns: an integer is a position (negative from the end), name:X the CSV "
         "column named X, another word a name; also comma-separated",
     )
+
+
+def _add_csv_arguments(p: argparse.ArgumentParser) -> None:
+    """How a CSV file is read: header, skipped lines, columns kept, delimiter, block size."""
     header = p.add_mutually_exclusive_group()
     header.add_argument(
         "--header",
@@ -131,6 +143,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--chunk-rows", type=int, default=CSV_CHUNK_ROWS,
         help="CSV: lines parsed per block, at most (a block is also at most ~2 MiB of text)",
     )
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """The stored dtypes, replacing OUTPUT, and what is printed."""
     p.add_argument(
         "--dtype", choices=DTYPE_NAMES, default="float64", metavar="DTYPE",
         help=f"store the features as DTYPE: {', '.join(DTYPE_NAMES)} (default float64)",
@@ -142,7 +158,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     add_progress_flag(p)
-    p.set_defaults(run=run)
 
 
 def detect_format(path: str) -> str:

@@ -24,7 +24,7 @@ import argparse
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -54,7 +54,7 @@ from dataloader.cli._torch_demo import run_torch_demo
 from dataloader.cli.convert import write_ndf
 from dataloader.collate import default_collate
 from dataloader.dataset import Subset
-from dataloader.ndf import NdfDataset
+from dataloader.ndf import NdfDataset, NdfFile
 
 __all__ = ["DIGITS_LABEL_COLUMN", "add_parser", "run"]
 
@@ -152,9 +152,9 @@ def _feature_stats(dataset: object, num_workers: int) -> tuple[np.ndarray, np.nd
     return mean, std
 
 
-def _evaluate(model: SoftmaxRegression, loader: object) -> float:
+def _evaluate(model: SoftmaxRegression, loader: Iterable[tuple[np.ndarray, np.ndarray]]) -> float:
     correct = total = 0
-    for x, y in loader:  # type: ignore[attr-defined]
+    for x, y in loader:
         correct += int(np.count_nonzero(model.predict(x) == y))
         total += len(y)
     return correct / total
@@ -191,23 +191,51 @@ def run(args: argparse.Namespace) -> int:
         return _train(args, path)
 
 
+def _split(args: argparse.Namespace, path: str, file: NdfFile) -> tuple[Subset, Subset]:
+    """The file's rows as (training, test) subsets, drawn by ``--seed``, each in file order.
+
+    Raises:
+        CliError: ``--test-fraction`` leaves no training or no test row.
+    """
+    n = file.n
+    n_test = int(round(n * args.test_fraction))
+    if n_test < 1 or n - n_test < 1:
+        raise CliError(
+            f"{path}: {n} rows cannot be split into training and test rows "
+            f"with --test-fraction {args.test_fraction}"
+        )
+    perm = np.random.default_rng(args.seed).permutation(n)
+    dataset = NdfDataset(file)
+    return Subset(dataset, np.sort(perm[n_test:])), Subset(dataset, np.sort(perm[:n_test]))
+
+
+def _train_epoch(
+    args: argparse.Namespace, model: SoftmaxRegression, train: Any, epoch: int
+) -> tuple[float, float]:
+    """One epoch of steps over ``train`` (a ``DataLoader``; ``Any`` because its epoch
+    iterator's type declares no ``__next__``): (mean loss, seconds)."""
+    losses = []
+    t0 = time.perf_counter()
+    with progress(
+        args.progress,
+        total=len(train),
+        unit="batch",
+        desc=f"epoch {epoch}/{args.epochs}",
+    ) as bar:
+        for x, y in train:
+            losses.append(model.step(x, y))
+            bar.update()
+    return float(np.mean(losses)), time.perf_counter() - t0
+
+
 def _train(args: argparse.Namespace, path: str) -> int:
     file = open_ndf_or_fail(path)
     try:
         classes = check_class_labels(file, MAX_CLASSES)
-        n, d = file.n, file.d
-        n_test = int(round(n * args.test_fraction))
-        if n_test < 1 or n - n_test < 1:
-            raise CliError(
-                f"{path}: {n} rows cannot be split into training and test rows "
-                f"with --test-fraction {args.test_fraction}"
-            )
-        perm = np.random.default_rng(args.seed).permutation(n)
-        dataset = NdfDataset(file)
-        train_set = Subset(dataset, np.sort(perm[n_test:]))
-        test_set = Subset(dataset, np.sort(perm[:n_test]))
+        train_set, test_set = _split(args, path, file)
+        n_test = len(test_set)
         print(
-            f"{n:,} rows: {d} features, {classes} classes; {len(train_set):,} for training, "
+            f"{file.n:,} rows: {file.d} features, {classes} classes; {len(train_set):,} for training, "
             f"{n_test:,} held out for testing (seed {args.seed})"
         )
         mean, std = _feature_stats(train_set, args.num_workers)
@@ -223,7 +251,7 @@ def _train(args: argparse.Namespace, path: str) -> int:
         test = make_loader(
             test_set, batch_size=1024, num_workers=args.num_workers, collate_fn=collate
         )
-        model = SoftmaxRegression(d, classes, lr=args.lr, optimizer=args.optimizer)
+        model = SoftmaxRegression(file.d, classes, lr=args.lr, optimizer=args.optimizer)
         print(
             f"training: {args.epochs} epochs, batch_size={args.batch_size}, "
             f"{args.optimizer} lr={args.lr}, num_workers={args.num_workers}"
@@ -231,21 +259,10 @@ def _train(args: argparse.Namespace, path: str) -> int:
         accuracy = 0.0
         with train, test:
             for epoch in range(1, args.epochs + 1):
-                losses = []
-                t0 = time.perf_counter()
-                with progress(
-                    args.progress,
-                    total=len(train),
-                    unit="batch",
-                    desc=f"epoch {epoch}/{args.epochs}",
-                ) as bar:
-                    for x, y in train:
-                        losses.append(model.step(x, y))
-                        bar.update()
-                seconds = time.perf_counter() - t0
+                loss, seconds = _train_epoch(args, model, train, epoch)
                 accuracy = _evaluate(model, test)
                 print(
-                    f"epoch {epoch:>3}/{args.epochs}  loss {np.mean(losses):.4f}  "
+                    f"epoch {epoch:>3}/{args.epochs}  loss {loss:.4f}  "
                     f"test accuracy {100 * accuracy:.2f}%  "
                     f"{len(train_set) / seconds:,.0f} rows/s ({seconds:.3f} s)",
                     flush=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -34,11 +34,11 @@ def size_pair(size: int | tuple[int, int], name: str = "size") -> tuple[int, int
         ValueError: a side below 1.
     """
 
-    def is_int(v: object) -> bool:
+    def is_int(v: object) -> TypeGuard[int | np.integer]:
         return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
     if is_int(size):
-        pair = (int(size), int(size))  # type: ignore[arg-type]
+        pair = (int(size), int(size))
     elif isinstance(size, (tuple, list)) and len(size) == 2 and all(map(is_int, size)):
         pair = (int(size[0]), int(size[1]))
     else:

@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.utils.data as tud
@@ -287,14 +287,19 @@ class _TorchEpoch:
             raise
 
     def _release_if_closed(self) -> None:
-        if getattr(self._inner, "_closed", False):
+        if self._inner.closed:
             self._release()
 
     def __len__(self) -> int:
         return len(self._inner)
 
-    def close(self) -> None:
-        self._inner.close()
+    def __copy__(self) -> NoReturn:
+        raise TypeError("a DataLoader epoch iterator cannot be copied; start another with iter(loader)")
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """The epoch's ``close(timeout_s)`` (``dataloader._engine.iterator.EpochIterator.close``),
+        then the worker-info bridge is let go."""
+        self._inner.close(timeout_s)
         self._release()
 
     def __enter__(self) -> _TorchEpoch:

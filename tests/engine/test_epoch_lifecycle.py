@@ -25,7 +25,7 @@ import dataloader._engine.epoch as epoch_module
 import dataloader._engine.handout as handout_module
 from tests._fork import fork_and_wait
 from tests._support import RangeStream, RecordingDataset
-from dataloader import DataLoader, IterableDataset
+from dataloader import DataLoader, Dataset, IterableDataset
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -506,3 +506,58 @@ def test_a_process_exits_promptly_with_an_epoch_open(end, sleep, runs):
 def test_an_absurd_batch_size_fails_at_construction():
     with pytest.raises(ValueError, match=r"batch_size=10+ must be <="):
         DataLoader(list(range(4)), batch_size=10**30)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_close_refuses_a_timeout_that_is_not_seconds_before_closing_anything(workers):
+    loader = DataLoader(list(range(8)), batch_size=2, num_workers=workers)
+    it = iter(loader)
+    next(it)
+    for bad, error in [("x", TypeError), (True, TypeError), (float("nan"), ValueError)]:
+        with pytest.raises(error, match="timeout_s"):
+            it.close(timeout_s=bad)
+        assert not it.closed
+    assert next(it) is not None
+    it.close(timeout_s=float("inf"))  # waits for the batches in flight, at most a year
+    assert it.closed
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_epoch_iterator_refuses_to_be_copied(workers):
+    import copy
+
+    it = iter(DataLoader(list(range(8)), batch_size=2, num_workers=workers))
+    with pytest.raises(TypeError, match="cannot be copied"):
+        copy.copy(it)
+    it.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_pool_whose_workers_came_back_after_a_short_close_is_reused_without_warning():
+    class Slow(Dataset):
+        def __len__(self):
+            return 100
+
+        def __getitem__(self, i):
+            time.sleep(0.2)
+            return i
+
+    loader = DataLoader(Slow(), batch_size=2, num_workers=2, persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    it.close(timeout_s=0.01)  # gives up on the batches in flight: the pool is away
+    deadline = time.monotonic() + 10
+    time.sleep(1.0)  # the workers finish their batches and come back
+    it = iter(loader)
+    next(it)
+    it.close(timeout_s=0)  # do not wait now: the next iter() waits for this epoch's batches
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "did not come back" warning: the pool is reused
+        it = iter(loader)
+        assert next(it) is not None
+    it.close()
+    loader.close()
+    assert time.monotonic() < deadline

@@ -18,24 +18,12 @@ import ast
 import functools
 import importlib.util
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-import dataloader
+from tests.layout.test_imports import NATIVE, PACKAGE_DIR, SOURCES
 
-PACKAGE_DIR = Path(dataloader.__file__).parent
-
-
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-SOURCES = {_module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
-OWN_MODULES = set(SOURCES) | {_module_name(p) for p in PACKAGE_DIR.rglob("*.pyx")}
+OWN_MODULES = set(SOURCES) | NATIVE
 
 # Private names of other modules that the package still reads, and why.
 ALLOWED = {

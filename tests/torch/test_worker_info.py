@@ -230,3 +230,33 @@ def test_get_worker_info_bound_before_the_epoch_answers_in_worker_threads(num_wo
         got = [int(x) for x in loader]
     assert sorted(got) == list(range(12))  # each item once, not once per worker
     assert bound_early() is None  # the consumer thread is no worker
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("where", ["start", "middle"])
+def test_an_epoch_ended_by_its_samplers_error_lets_the_bridge_go(where):
+    class Broken(tud.Sampler):
+        def __len__(self):
+            return 4
+
+        def __iter__(self):
+            if where == "middle":
+                yield 0
+            raise ValueError("sampler broke")
+
+    loader = dt.DataLoader(list(range(4)), sampler=Broken(), num_workers=2)
+    it = iter(loader)
+    with pytest.raises(ValueError, match="sampler broke"):
+        for _ in it:
+            pass
+    assert not _worker_info.installed()
+
+
+@pytest.mark.timeout(60)
+def test_the_torch_faces_epoch_closes_with_a_timeout_like_ours():
+    it = iter(dt.DataLoader(list(range(8)), batch_size=2, num_workers=2))
+    next(it)
+    it.close(timeout_s=0.5)
+    assert not _worker_info.installed()
+    with pytest.raises(StopIteration):
+        next(it)
