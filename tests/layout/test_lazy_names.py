@@ -1,7 +1,7 @@
 """``dataloader``'s lazily loaded public names (``dataloader/__init__.py``, ``_LAZY``): the image
-transforms, the file and remote datasets, the Parquet/Arrow datasets and the ``.ndf`` format load on
-first use, and each name
-is then the same object its module defines, so ``import dataloader`` stays light (issue 21)."""
+transforms, the file and remote datasets, the Parquet/Arrow datasets and the ``.ndf`` format load
+on first use, and each name is then the same object its module defines, so ``import dataloader``
+stays light (issue 21)."""
 
 from __future__ import annotations
 
