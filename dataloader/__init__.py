@@ -44,9 +44,9 @@ from dataloader.transforms import Compose, Transform
 
 from dataloader._version import __version__
 
-# The image transforms, the file and remote datasets and the .ndf row format load on first use:
-# a loader over arrays needs none of them, and ``import dataloader`` stays within 1.3x ``import
-# numpy`` (issue 21; measured by benchmarks/import_time.py).  Each name is the module's own.
+# The image transforms, the file and remote datasets, the Parquet/Arrow datasets and the .ndf row
+# format load on first use: a loader over arrays needs none of them, and ``import dataloader``
+# stays within 1.3x ``import numpy`` (issue 21; measured by benchmarks/import_time.py).  Each name is the module's own.
 _LAZY_MODULES = {
     "dataloader.image": (
         "CenterCrop", "Decode", "ImageBatch", "ImageCollator", "ImageFiles", "ImageFolder", "Normalize",
@@ -56,6 +56,7 @@ _LAZY_MODULES = {
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
     "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
+    "dataloader.formats": ("ArrowDataset", "ParquetDataset"),
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
         Retry,
         Template,
     )
+    from dataloader.formats import ArrowDataset, ParquetDataset
     from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
@@ -118,6 +120,10 @@ def _load(module: str) -> ModuleType:
         import dataloader.io  # lazy: on first use (see _LAZY_MODULES)
 
         return dataloader.io
+    if module == "dataloader.formats":
+        import dataloader.formats  # lazy: on first use (see _LAZY_MODULES)
+
+        return dataloader.formats
     import dataloader.ndf  # lazy: on first use (see _LAZY_MODULES)
 
     return dataloader.ndf
@@ -129,6 +135,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ArrayDataset",
+    "ArrowDataset",
     "AsyncDataset",
     "BatchRows",
     "BatchSampler",
@@ -157,6 +164,7 @@ __all__ = [
     "Normalize",
     "ObjectStoreDataset",
     "PadTo",
+    "ParquetDataset",
     "RandomCrop",
     "RandomHorizontalFlip",
     "RandomResizedCrop",

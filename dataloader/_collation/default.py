@@ -327,16 +327,48 @@ def default_collate(batch: Sequence[Any]) -> Any:
     Returns:
         The samples with an outer batch dimension added; see the module docstring's table.
         For a ``BatchedItems`` of numeric columns: ``list(columns)`` (C-contiguous; they may
-        share memory with the columns).
+        share memory with the columns); with ``names``, ``{name: column}`` (an object column
+        of ``str`` or of ``bytes`` as a ``list``, as its rows collate).
 
     Raises:
         TypeError, RuntimeError, KeyError, ValueError, IndexError: see :func:`collate`.
     """
     if type(batch) is BatchedItems:
-        cols = collate_columns(batch.columns, len(batch))
-        if cols is not None:
-            return cols
+        if batch.names is not None:
+            named = _named_columns(batch)
+            if named is not None:
+                return named
+        else:
+            cols = collate_columns(batch.columns, len(batch))
+            if cols is not None:
+                return cols
     return collate(batch, collate_fn_map=default_collate_fn_map)
+
+
+def _named_columns(batch: BatchedItems) -> dict[str, Any] | None:
+    """``default_collate`` of a ``BatchedItems`` with names (rows are dicts) without its rows:
+    ``{name: column}`` for numeric columns, ``list(column)`` for an object column of only
+    ``str`` or only ``bytes`` (what collating its rows gives); None where a column is neither."""
+    names = batch.names
+    if names is None or not len(batch) or default_collate_fn_map != _PRISTINE_MAP:
+        return None
+    out: dict[str, Any] = {}
+    for name, c in zip(names, batch.columns, strict=True):
+        if not isinstance(c, np.ndarray) or c.ndim < 1:
+            return None
+        if c.dtype.kind in _FAST_KINDS:
+            out[name] = np.ascontiguousarray(c)
+        elif c.ndim == 1 and c.dtype.kind == "O" and _all_text(c):
+            out[name] = c.tolist()
+        else:
+            return None
+    return out
+
+
+def _all_text(column: np.ndarray) -> bool:
+    """True when ``column`` (1-D, object) holds only ``str`` or only ``bytes``."""
+    kind = type(column[0])
+    return kind in (str, bytes) and all(type(x) is kind for x in column)
 
 
 def default_convert(data: Any) -> Any:

@@ -74,7 +74,7 @@ def _stackable(parts: list[tuple[np.ndarray, Any]]) -> bool:
     if not all(isinstance(items, BatchedItems) for _, items in parts):
         return False
     columns = [items.columns for _, items in parts]
-    if len({len(c) for c in columns}) != 1:
+    if len({len(c) for c in columns}) != 1 or len({items.names for _, items in parts}) != 1:
         return False
     for k in range(len(columns[0])):
         cols = [c[k] for c in columns]
@@ -99,7 +99,7 @@ def _assemble(parts: list[tuple[np.ndarray, Any]], size: int) -> Sequence[Any]:
             for (positions, _), c in zip(parts, cols, strict=True):
                 col[positions] = c
             out.append(col)
-        return BatchedItems(tuple(out))
+        return BatchedItems(tuple(out), parts[0][1].names)
     return _rows(parts, size)
 
 

@@ -74,9 +74,34 @@ def _columns(batch: BatchedItems) -> list[torch.Tensor] | None:
     for c in cols:
         if not isinstance(c, np.ndarray) or c.ndim < 1 or c.dtype not in _FAST_DTYPES:
             return None
+    return [_tensor(c) for c in cols]
+
+
+def _tensor(column: np.ndarray) -> torch.Tensor:
     # A read-only column (e.g. a view of a read-only mapping) is copied: torch tensors are
     # writable, and from_numpy on a read-only array warns.
-    return [torch.from_numpy(np.ascontiguousarray(c) if c.flags.writeable else np.array(c)) for c in cols]
+    return torch.from_numpy(np.ascontiguousarray(column) if column.flags.writeable else np.array(column))
+
+
+def _named_columns(batch: BatchedItems, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """torch's collation of the dict rows of a named ``BatchedItems``, column by column:
+    a tensor per numeric column, ``list(column)`` for an object column of only ``str`` or only
+    ``bytes``; None where a column is neither (the rows are collated then)."""
+    if not len(batch):
+        return None
+    out: dict[str, Any] = {}
+    for name, c in zip(names, batch.columns, strict=True):
+        if not isinstance(c, np.ndarray) or c.ndim < 1:
+            return None
+        if c.dtype in _FAST_DTYPES:
+            out[name] = _tensor(c)
+        elif c.ndim == 1 and c.dtype.kind == "O" and type(c[0]) in (str, bytes) and all(
+            type(x) is type(c[0]) for x in c
+        ):
+            out[name] = c.tolist()
+        else:
+            return None
+    return out
 
 
 def default_collate(batch: Any) -> Any:
@@ -88,14 +113,16 @@ def default_collate(batch: Any) -> Any:
 
     Returns:
         torch's result: tensors of shape ``(B, ...)``; for a ``BatchedItems`` of numeric
-        columns, ``list`` of one tensor per column (sharing memory with the columns).
+        columns, ``list`` of one tensor per column (sharing memory with the columns); with
+        ``names``, ``{name: tensor}`` (a column of ``str`` or of ``bytes``: a ``list``).
 
     Raises:
         TypeError, RuntimeError: torch's (``default_collate: batch must contain tensors, numpy
             arrays, numbers, dicts or lists; found ...``; unequal sizes).
     """
     if type(batch) is BatchedItems:
-        cols = _columns(batch)
+        names = batch.names
+        cols = _columns(batch) if names is None else _named_columns(batch, names)
         if cols is not None:
             return cols
         batch = list(batch)

@@ -25,12 +25,14 @@ def blocks() -> list[tuple[str, str]]:
 def test_usage_has_a_block_for_every_topic():
     text = (REPO / "docs" / "usage.md").read_text()
     sections = re.findall(r"^## (.+)$", text, re.M)
-    for topic in ("Datasets", "Samplers", "Workers", "Errors", "Cancellation", "Sharding", ".ndf", "Remote data"):
+    for topic in ("Datasets", "Samplers", "Workers", "Errors", "Cancellation", "Sharding", ".ndf", "Remote data",
+                  "Parquet and Arrow"):
         assert any(topic in s for s in sections), topic
     assert len(FENCE.findall(text)) >= 10
 
 
 NEEDS_TORCH = re.compile(r"^(import torch|from torch|import dataloader\.torch|from dataloader\.torch)\b", re.M)
+NEEDS_PYARROW = re.compile(r"^(import pyarrow|from pyarrow)\b", re.M)
 
 
 @pytest.mark.timeout(60)
@@ -38,6 +40,8 @@ NEEDS_TORCH = re.compile(r"^(import torch|from torch|import dataloader\.torch|fr
 def test_code_block_runs(where, code, tmp_path, monkeypatch):
     if NEEDS_TORCH.search(code):  # PyTorch examples run where torch is installed
         pytest.importorskip("torch")
+    if NEEDS_PYARROW.search(code):  # Parquet / Arrow examples run where pyarrow is installed
+        pytest.importorskip("pyarrow")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": f"docs_block_{where}"}
     exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the docs are ours

@@ -73,14 +73,16 @@ LOWER = {
     "transforms": set(),
     # io/: the bytes of remote and file data (AsyncDataset and the Dataset base from _datasets/).
     "io": {"_datasets"},
-    # formats/ (planned: Parquet/Arrow, tar shards): readers over the bytes io/ brings.
+    # formats/: Parquet/Arrow readers (pyarrow, lazy); later tar shards, over the bytes io/ brings.
     "formats": {"_datasets", "io"},
 }
 # Who may import a layer that sits above the private subpackages (docs/design.md, "Layout"):
 # io/ only from the top (the package __init__, loader.py, torch/, cli/, image/) and formats/;
 # never from _engine/ (the engine runs any AsyncDataset without knowing a remote kind).
+# formats/ likewise only from the top: nothing below it imports it.
 IMPORTED_BY = {
     "io": {"", "loader", "torch", "cli", "image", "formats"},
+    "formats": {"", "loader", "torch", "cli", "image"},
 }
 
 
@@ -211,6 +213,7 @@ def test_layers_import_only_lower_layers():
 def test_io_is_imported_only_from_the_layers_above_it():
     graph = _graph()
     assert any(t.startswith("dataloader.io") for t in graph["dataloader"]), "the parser lost io/'s importers"
+    assert any(t.startswith("dataloader.formats") for t in graph["dataloader"]), "nor formats/'s"
     bad = []
     for layer, importers in IMPORTED_BY.items():
         for module, targets in graph.items():

@@ -1,6 +1,7 @@
 """``dataloader``'s lazily loaded public names (``dataloader/__init__.py``, ``_LAZY``): the image
-transforms, the file and remote datasets and the ``.ndf`` format load on first use, and each name
-is then the same object its module defines, so ``import dataloader`` stays light (issue 21)."""
+transforms, the file and remote datasets, the Parquet/Arrow datasets and the ``.ndf`` format load
+on first use, and each name is then the same object its module defines, so ``import dataloader``
+stays light (issue 21)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests._support import run_python
 
 import dataloader
 
-LAZY_PACKAGES = ["dataloader.image", "dataloader.io", "dataloader.ndf"]
+LAZY_PACKAGES = ["dataloader.image", "dataloader.io", "dataloader.ndf", "dataloader.formats"]
 
 
 @pytest.mark.timeout(120)

@@ -1,0 +1,26 @@
+"""Training data in the field's formats, read by the field's libraries (pyarrow).
+
+``ParquetDataset`` (Parquet files) and ``ArrowDataset`` (Arrow IPC / Feather v2 files,
+memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
+``{column: value}`` and whose batches are columns, read with projection, row group by row
+group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
+and imported when a dataset is made, never by ``import dataloader``.
+
+Column types and nulls (``dataloader.formats._columns``): integers / floats / bool as their
+NumPy dtype ``(B,)``; timestamps / dates / durations as ``datetime64`` / ``timedelta64``; a
+fixed-size list of numbers ``(B, k)``; strings / binaries as ``object`` arrays of ``str`` /
+``bytes``; other types as ``object`` arrays of Python values.  A null is NaN in a float column
+and ``None`` in an object column; in an int / bool / temporal / fixed-size-list column it raises
+``ValueError`` (naming the column and file) unless ``nulls="object"``.
+"""
+
+from __future__ import annotations
+
+from dataloader.formats.arrow import ArrowDataset
+from dataloader.formats.parquet import ParquetDataset
+
+__all__ = ["ArrowDataset", "ParquetDataset"]
+
+for _obj in (ArrowDataset, ParquetDataset):
+    _obj.__module__ = __name__
+del _obj
