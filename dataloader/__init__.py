@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from dataloader._context import WorkerInfo, get_worker_info, item_rng
 from dataloader._engine.errors import ItemCancelledError
-from dataloader._engine.stats import LoaderStats
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import (
     ArrayDataset,
@@ -57,10 +56,12 @@ _LAZY_MODULES = {
     ),
     "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
     "dataloader.formats": ("ArrowDataset", "ParquetDataset"),
+    "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
 
 if TYPE_CHECKING:
+    from dataloader._engine.stats import LoaderStats
     from dataloader.image import (
         CenterCrop,
         Decode,
@@ -124,13 +125,17 @@ def _load(module: str) -> ModuleType:
         import dataloader.formats  # lazy: on first use (see _LAZY_MODULES)
 
         return dataloader.formats
+    if module == "dataloader._engine.stats":
+        import dataloader._engine.stats  # lazy: on first use (see _LAZY_MODULES)
+
+        return dataloader._engine.stats
     import dataloader.ndf  # lazy: on first use (see _LAZY_MODULES)
 
     return dataloader.ndf
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY) | {m.split(".")[1] for m in _LAZY_MODULES})
+    return sorted(set(globals()) | set(_LAZY) | {m.split(".")[1] for m in _LAZY_MODULES if m.count(".") == 1})
 
 
 __all__ = [
