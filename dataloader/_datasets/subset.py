@@ -110,22 +110,46 @@ def random_split(
     n = len(dataset)
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
-        counts = []
-        for i, frac in enumerate(lengths):
-            if frac < 0 or frac > 1:
-                raise ValueError(f"Fraction at index {i} is not between 0 and 1 (got {frac})")
-            counts.append(math.floor(n * frac))
-        for i in range(n - sum(counts)):
-            counts[i % len(counts)] += 1
-        for i, c in enumerate(counts):
-            if c == 0:
-                warnings.warn(
-                    f"Length of split at index {i} is 0. This might result in an empty dataset.",
-                    stacklevel=2,
-                )
-        lengths = counts
-    # PyTorch checks the sum first: fractions that do not sum to 1 ([0.1], [1.1]) are a
-    # ValueError, as are counts that do not sum to len(dataset).
+        lengths = _fraction_counts(lengths, n)
+    sizes = _checked_sizes(lengths, n)
+    perm = rng.permutation(n)
+    return [
+        Subset(dataset, perm[offset - size : offset])
+        for offset, size in zip(itertools.accumulate(sizes), sizes, strict=True)
+    ]
+
+
+def _fraction_counts(fractions: list[Any], n: int) -> list[int]:
+    """PyTorch's rule: ``floor(frac * n)`` each, the remainder handed out one by one round-robin
+    from the first split; a 0-length split warns.
+
+    Raises:
+        ValueError: a fraction outside [0, 1].
+    """
+    counts = []
+    for i, frac in enumerate(fractions):
+        if frac < 0 or frac > 1:
+            raise ValueError(f"Fraction at index {i} is not between 0 and 1 (got {frac})")
+        counts.append(math.floor(n * frac))
+    for i in range(n - sum(counts)):
+        counts[i % len(counts)] += 1
+    for i, c in enumerate(counts):
+        if c == 0:
+            warnings.warn(
+                f"Length of split at index {i} is 0. This might result in an empty dataset.",
+                stacklevel=3,
+            )
+    return counts
+
+
+def _checked_sizes(lengths: list[Any], n: int) -> list[int]:
+    """``lengths`` as ints, checked against ``n`` (PyTorch checks the sum first: fractions that
+    do not sum to 1, ``[0.1]`` or ``[1.1]``, are a ValueError, as are counts not summing to ``n``).
+
+    Raises:
+        ValueError: the sum is not ``n``, or a negative length.
+        TypeError: a length that is not an int.
+    """
     if sum(lengths) != n:
         raise ValueError(
             "Sum of input lengths does not equal the length of the input dataset! "
@@ -136,9 +160,4 @@ def random_split(
             raise TypeError(f"lengths[{i}]={length!r} must be an int (or all lengths fractions)")
         if length < 0:
             raise ValueError(f"lengths[{i}]={length} must be >= 0")
-    sizes = [int(length) for length in lengths]
-    perm = rng.permutation(n)
-    return [
-        Subset(dataset, perm[offset - size : offset])
-        for offset, size in zip(itertools.accumulate(sizes), sizes, strict=True)
-    ]
+    return [int(length) for length in lengths]
