@@ -17,7 +17,7 @@ parsed as float64, except that a part stored as int64 reads its integers past
 
 from __future__ import annotations
 
-import csv
+import functools
 import gzip
 import io
 import os
@@ -30,6 +30,7 @@ import numpy as np
 
 from dataloader.cli._common import CliError
 from dataloader.cli._constants import CSV_CHUNK_CHARS, CSV_CHUNK_ROWS
+from dataloader.cli._csv_lines import Dialect, LazyFields, is_number, split_line
 from dataloader.cli._exact_ints import exact_int_part, needs_exact_ints
 from dataloader.cli._source import Chunk, Source, feature_columns, resolve_columns, take_columns
 
@@ -47,66 +48,6 @@ def _open_text(path: str) -> tuple[io.BufferedReader, io.TextIOWrapper]:
     if path.endswith(".gz"):
         stream = gzip.GzipFile(fileobj=raw, mode="rb")
     return raw, io.TextIOWrapper(stream, encoding="utf-8-sig", newline="")
-
-
-def _fields(line: str, delimiter: str | None, where: str) -> list[str]:
-    """Split one line (``delimiter=None``: on runs of whitespace); ``where`` names it in errors.
-
-    Raises:
-        CliError: the csv module cannot split it (e.g. a field over its 128 KiB limit).
-    """
-    if delimiter is None:
-        return _split_whitespace(line) if '"' in line else line.split()
-    try:
-        return next(csv.reader([line], delimiter=delimiter), [])
-    except csv.Error as exc:
-        raise CliError(f"{where}: {exc}") from None
-
-
-def _split_whitespace(line: str) -> list[str]:
-    """``line`` split on runs of white space as ``numpy.loadtxt(delimiter=None, quotechar='"')``
-    splits it: a field that starts with ``"`` is quoted up to the next lone ``"`` (``""`` is a
-    ``"``; white space inside belongs to it; unterminated: to the end of the line), and what
-    follows the closing quote up to white space is appended (``"5"x``: ``5x``).  ``line.split()``
-    split ``" 5 " 9007199254740993`` into four fields, and the exact int64 reading took ``5`` as
-    the second column's value."""
-    fields: list[str] = []
-    i, n = 0, len(line)
-    while True:
-        while i < n and line[i].isspace():
-            i += 1
-        if i >= n:
-            return fields
-        chars: list[str] = []
-        if line[i] == '"':
-            i += 1
-            while i < n:
-                if line[i] == '"':
-                    if i + 1 < n and line[i + 1] == '"':
-                        chars.append('"')
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                chars.append(line[i])
-                i += 1
-        while i < n and not line[i].isspace():
-            chars.append(line[i])
-            i += 1
-        fields.append("".join(chars))
-
-
-def _is_number(field: str) -> bool:
-    """Whether ``numpy.loadtxt`` parses ``field`` as a float: ``float()`` less what it alone
-    takes, ``_`` between digits and non-ASCII digits (``'1_0'``, ``'١٢'``, ``'１'``).  Otherwise
-    a block failing on such a value named no line (numpy's message: 1-based column)."""
-    if "_" in field or not field.isascii() and any(ch.isdecimal() and not ch.isascii() for ch in field):
-        return False
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
 
 
 def _read_first_line(
@@ -199,43 +140,54 @@ def open_csv(
             whole number in its range, past 2**53 (its data row and column named).
     """
     raw, text = _open_text(path)
-    try:
-        first = _read_first_line(text, path, skip_rows, header)
-        first_line_no = skip_rows + 1
-        where = f"{path}: line {first_line_no}"
-        first_fields = [f.strip() for f in _fields(first.rstrip("\r\n"), delimiter, where)]
-        notes: list[str] = []
-        header = _decide_header(path, first_fields, first_line_no, header, notes)
-        names = first_fields if header else [str(j) for j in range(len(first_fields))]
-        labels, features = _pick_columns(path, names, header, label_tokens, columns, drop_columns, notes)
-        if labels:
-            picked = ", ".join(f"{j} ({names[j]!r})" if header else str(j) for j in labels)
-            notes.append(f"label columns: {picked}")
-    except BaseException:
-        text.close()
-        raw.close()
-        raise
-    dialect, cols = _block_layout(path, delimiter, names, features, labels, x_dtype, y_dtype)
-    start = (first_line_no + (1 if header else 0), [] if header else [first])
-
-    def chunks() -> Iterator[Chunk]:
-        return _chunks(text, raw, dialect, cols, start, chunk_rows, chunk_chars)
 
     def close() -> None:
         text.close()
         raw.close()  # a GzipFile does not close the file it was given
 
-    feature_names = [names[j] for j in features] if header else None
-    label_names = [names[j] for j in labels] if header else None
-    size = os.fstat(raw.fileno()).st_size
-    return Source(path, len(features), len(labels), size, "B", chunks, close, names, notes,
-                  feature_names, label_names)
+    try:
+        first, first_line_no, header, names, labels, features, notes = _read_header(
+            text, path, skip_rows, header, delimiter, label_tokens, columns, drop_columns
+        )
+    except BaseException:
+        close()
+        raise
+    dialect, cols = _block_layout(path, delimiter, names, features, labels, x_dtype, y_dtype)
+    start = (first_line_no + (1 if header else 0), [] if header else [first])
+    chunks = functools.partial(_chunks, text, raw, dialect, cols, start, chunk_rows, chunk_chars)
+    feature_names, label_names = ([names[j] for j in features], [names[j] for j in labels]) if header else (None, None)
+    return Source(path, len(features), len(labels), os.fstat(raw.fileno()).st_size, "B", chunks, close, names,
+                  notes, feature_names, label_names)
+
+
+def _read_header(
+    text: Any, path: str, skip_rows: int, header: bool | None, delimiter: str | None,
+    label_tokens: Sequence[str], columns: Sequence[str] | None, drop_columns: Sequence[str] | None,
+) -> tuple[str, int, bool, list[str], list[int], list[int], list[str]]:
+    """The first line (after ``skip_rows``) and what it decides: ``(first line, its number,
+    header, column names, label columns, feature columns, notes)`` (``open_csv``'s rules).
+
+    Raises:
+        CliError: as ``open_csv``, for the first line and the columns.
+    """
+    first = _read_first_line(text, path, skip_rows, header)
+    first_line_no = skip_rows + 1
+    where = f"{path}: line {first_line_no}"
+    first_fields = [f.strip() for f in split_line(first.rstrip("\r\n"), delimiter, where)]
+    notes: list[str] = []
+    header = _decide_header(path, first_fields, first_line_no, header, notes)
+    names = first_fields if header else [str(j) for j in range(len(first_fields))]
+    labels, features = _pick_columns(path, names, header, label_tokens, columns, drop_columns, notes)
+    if labels:
+        picked = ", ".join(f"{j} ({names[j]!r})" if header else str(j) for j in labels)
+        notes.append(f"label columns: {picked}")
+    return first, first_line_no, header, names, labels, features, notes
 
 
 def _block_layout(
     path: str, delimiter: str | None, names: list[str], features: list[int], labels: list[int],
     x_dtype: str, y_dtype: str,
-) -> tuple[_Dialect, _Columns]:
+) -> tuple[Dialect, _Columns]:
     """How each block of lines is parsed (only the used columns, when some are not) and cut
     into features and labels."""
     used = sorted(features + labels)
@@ -245,7 +197,7 @@ def _block_layout(
         exact_x=needs_exact_ints(x_dtype), exact_y=bool(labels) and needs_exact_ints(y_dtype),
         block_features=[block_pos[j] for j in features], block_labels=[block_pos[j] for j in labels],
     )
-    return _Dialect(path, delimiter, names, None if len(used) == len(names) else used), cols
+    return Dialect(path, delimiter, names, None if len(used) == len(names) else used), cols
 
 
 def _decide_header(path: str, fields: list[str], line_no: int, header: bool | None, notes: list[str]) -> bool:
@@ -254,7 +206,7 @@ def _decide_header(path: str, fields: list[str], line_no: int, header: bool | No
     if header is not None:
         return header
     ncols = len(fields)
-    header = not all(f and _is_number(f) for f in fields)
+    header = not all(f and is_number(f) for f in fields)
     if header:
         shown = ", ".join(repr(f) for f in fields[:8])
         more = "" if ncols <= 8 else f", ... ({ncols} columns)"
@@ -310,7 +262,7 @@ class _Columns:
 
 
 def _chunks(
-    text: Any, raw: Any, dialect: _Dialect, cols: _Columns, start: tuple[int, list[str]],
+    text: Any, raw: Any, dialect: Dialect, cols: _Columns, start: tuple[int, list[str]],
     chunk_rows: int, chunk_chars: int,
 ) -> Iterator[Chunk]:
     """The file's ``(x, y, bytes read)`` blocks; ``start``: the first data line's 1-based
@@ -329,7 +281,7 @@ def _chunks(
         rows = dialect.parse_block(lines, line_no)
         if rows.shape[0]:
             x, y = take_columns(rows, cols.block_features, cols.block_labels)
-            fields = _LazyFields(dialect, lines, line_no, rows.shape[0])  # int64: past 2**53, from text
+            fields = LazyFields(dialect, lines, line_no, rows.shape[0])  # int64: past 2**53, from text
             if cols.exact_x:
                 x = exact_int_part(x, lambda i, j: fields(i)[cols.features[j]], cols.x_dtype, done, "x_rows", path)
             if cols.exact_y and y is not None:
@@ -339,113 +291,3 @@ def _chunks(
             yield x, y, pos - last_pos
             last_pos = pos
         line_no += len(lines)
-
-
-class _Dialect:
-    """How the lines of one file are parsed: delimiter, column names, columns kept."""
-
-    def __init__(
-        self, path: str, delimiter: str | None, names: list[str], usecols: list[int] | None
-    ) -> None:
-        self.path = path
-        self.delimiter = delimiter
-        self.names = names
-        self.usecols = usecols
-
-    def parse_block(self, lines: list[str], line_no: int) -> np.ndarray:
-        """Parse a block of lines (first one numbered ``line_no``) into float64 rows."""
-        path, ncols = self.path, len(self.names)
-        width = ncols if self.usecols is None else len(self.usecols)
-        if not any(line.strip() for line in lines):  # only blank lines: loadtxt would warn
-            return np.empty((0, width))
-        span = f"{path}: lines {line_no}-{line_no + len(lines) - 1}"
-        try:
-            rows = np.loadtxt(
-                lines,
-                delimiter=self.delimiter,
-                dtype=np.float64,
-                ndmin=2,
-                comments=None,
-                quotechar='"',
-                usecols=self.usecols,
-            )
-        except ValueError as exc:
-            # loadtxt skips empty lines only; one of white space ("  ", "\t", NBSP) is blank
-            # here too (row_fields, locate_error): parse again with those emptied.
-            blanked = [line if line.strip() else "" for line in lines]
-            if blanked != lines:
-                return self.parse_block(blanked, line_no)
-            self.locate_error(lines, line_no)
-            raise CliError(f"{span}: {exc}") from None
-        if rows.shape[0] and rows.shape[1] != width:
-            self.locate_error(lines, line_no)
-            raise CliError(f"{span}: {rows.shape[1]} columns, expected {ncols}")
-        if self.usecols is not None:  # loadtxt does not see extra columns it does not use
-            self.check_widths(lines, line_no)
-        return rows
-
-    def row_fields(self, lines: list[str], line_no: int) -> list[list[str]]:
-        """The fields of each data row of a parsed block (blank lines skipped, as loadtxt does)."""
-        rows = []
-        for i, line in enumerate(lines):
-            fields = _fields(line.rstrip("\r\n"), self.delimiter, f"{self.path}: line {line_no + i}")
-            if fields and not (len(fields) == 1 and not fields[0].strip()):
-                rows.append(fields)
-        return rows
-
-    def check_widths(self, lines: list[str], line_no: int) -> None:
-        """Raise a CliError naming the first line whose number of fields is not ``ncols``."""
-        ncols, delimiter = len(self.names), self.delimiter
-        for i, line in enumerate(lines):
-            if delimiter is not None and '"' not in line:
-                count = line.count(delimiter) + 1  # fast path: no quoted delimiter possible
-            else:
-                where = f"{self.path}: line {line_no + i}"
-                count = len(_fields(line.rstrip("\r\n"), delimiter, where))
-            if count != ncols and line.strip():
-                raise CliError(
-                    f"{self.path}: line {line_no + i}: {count} columns, expected {ncols} "
-                    "(ragged row)"
-                )
-
-    def locate_error(self, lines: list[str], line_no: int) -> None:
-        """Raise a CliError naming the first ragged or non-numeric line of a failed block."""
-        ncols, names = len(self.names), self.names
-        used = range(ncols) if self.usecols is None else self.usecols
-        for i, line in enumerate(lines):
-            where = f"{self.path}: line {line_no + i}"
-            fields = _fields(line.rstrip("\r\n"), self.delimiter, where)
-            if not fields or (len(fields) == 1 and not fields[0].strip()):
-                continue  # blank line: loadtxt skips it too
-            if len(fields) != ncols:
-                raise CliError(f"{where}: {len(fields)} columns, expected {ncols} (ragged row)")
-            for j in used:
-                value = fields[j]
-                if not _is_number(value):
-                    shown = repr(value) if value.strip() else "an empty value"
-                    raise CliError(
-                        f"{where}, column {j} ({names[j]!r}): {shown} is not a number"
-                    )
-
-
-class _LazyFields:
-    """``fields(i)``: the fields of a block's data row ``i``, split on first use."""
-
-    def __init__(self, dialect: _Dialect, lines: list[str], line_no: int, nrows: int) -> None:
-        self.dialect, self.lines, self.line_no, self.nrows = dialect, lines, line_no, nrows
-        self.rows: list[list[str]] | None = None
-
-    def __call__(self, i: int) -> list[str]:
-        if self.rows is None:
-            self.rows = self.dialect.row_fields(self.lines, self.line_no)
-            last = self.line_no + len(self.lines) - 1
-            if len(self.rows) != self.nrows:  # loadtxt skipped what row_fields kept, or the reverse
-                raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: {len(self.rows)} rows of "
-                               f"text for {self.nrows} parsed: cannot read its integers past 2**53 exactly")
-            ncols = len(self.dialect.names)
-            for k, fields in enumerate(self.rows):  # split otherwise than loadtxt: a column's text is another's
-                if len(fields) != ncols:
-                    raise CliError(f"{self.dialect.path}: lines {self.line_no}-{last}: data row {k} of the block "
-                                   f"splits into {len(fields)} fields, not {ncols}: cannot read its integers "
-                                   "past 2**53 exactly")
-        return self.rows[i]
