@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from dataloader._context import WorkerInfo, get_worker_info, item_rng
 from dataloader._engine.errors import ItemCancelledError
+from dataloader._engine.failures import FailureRecord, TooManyFailures
 from dataloader.collate import default_collate, default_convert
 from dataloader.dataset import (
     ArrayDataset,
@@ -153,6 +154,7 @@ __all__ = [
     "Dataset",
     "Decode",
     "DistributedSampler",
+    "FailureRecord",
     "FileDataset",
     "HttpDataset",
     "ImageBatch",
@@ -185,6 +187,7 @@ __all__ = [
     "Template",
     "ToCHW",
     "ToFloat",
+    "TooManyFailures",
     "Transform",
     "WeightedRandomSampler",
     "WorkerInfo",

@@ -16,6 +16,7 @@ from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.sampler import Sampler
 
 if TYPE_CHECKING:
+    from dataloader._engine.failures import FailureRecord
     from dataloader._engine.iterator import EpochIterator
     from dataloader._engine.stats import LoaderStats
 
@@ -101,6 +102,26 @@ class DataLoader(Generic[T_co]):
         seed: base seed (int >= 0) for shuffling, worker seeds and ``item_rng``;
             epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
             from the OS at construction.
+        on_error: what an item's exception (``__getitem__``, ``__getitems__``, a native
+            gather, ``transform``) does to its batch, for a map-style dataset:
+            ``"raise"`` (default, PyTorch's behaviour: ``next()`` raises it for its batch,
+            and the next ``next()`` goes on); ``"skip"``: the failing items are dropped
+            (the batch comes out smaller; a batch whose every item failed is skipped and
+            the next one is returned); ``"replace"``: each failing item is replaced by the
+            item of another index, a pure function of ``(seed, epoch, batch, place in
+            batch, attempt)``, trying at most 16 substitutes before the batch fails with
+            ``RuntimeError`` (batches keep their size: ranks keep equal step counts).  A
+            failure of a batch-level path is narrowed by fetching the batch's items again
+            one by one.  Under both, a ``collate_fn`` error still fails its batch (no item
+            is at fault), and interrupts (Ctrl-C, ``sys.exit()``) pass as always.  Output
+            is the same for any ``num_workers``, ``prefetch_depth`` and
+            ``item_concurrency``; failures are listed in ``failures`` and counted in
+            ``stats``.  ``"skip"``/``"replace"`` are refused for an ``IterableDataset``.
+        max_failures: the most failures an epoch may have under ``"skip"``/``"replace"``:
+            an int (a count; 0 allows none), or a float in ``(0, 1)`` (a fraction of the
+            items of the batches returned so far, judged from the 10th failure on).
+            None: 0.1 (10%) under ``"skip"``/``"replace"``; must be None under ``"raise"``.
+            Past it, ``next()`` raises ``TooManyFailures`` and the epoch ends.
 
     Thread-safety: epochs are independent (nested loops, ``zip(loader, loader)``
     and several threads each iterating the loader work, as in PyTorch): each
@@ -117,6 +138,7 @@ class DataLoader(Generic[T_co]):
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
+        TooManyFailures: (from ``next()``) an epoch's failures passed ``max_failures``.
             Assigning ``batch_size``, ``sampler``, ``batch_sampler``, ``drop_last``,
             ``dataset`` or ``persistent_workers`` after construction raises
             ``ValueError``, as in PyTorch.
@@ -144,6 +166,8 @@ class DataLoader(Generic[T_co]):
     prefetch_depth: int
     item_concurrency: int
     transform: Callable[[Any], Any] | None
+    on_error: str
+    max_failures: int | float | None
 
     def __init__(
         self,
@@ -167,6 +191,8 @@ class DataLoader(Generic[T_co]):
         item_concurrency: int = 1,
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
+        on_error: str = "raise",
+        max_failures: int | float | None = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
@@ -177,7 +203,7 @@ class DataLoader(Generic[T_co]):
             pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
             in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
-            transform=transform, seed=seed,
+            transform=transform, seed=seed, on_error=on_error, max_failures=max_failures,
         )
         for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
             setattr(self, name, value)
@@ -282,6 +308,19 @@ class DataLoader(Generic[T_co]):
         epochs open at once, the one started last.  Thread-safety: any thread, any time.
         """
         return self._engine.stats()
+
+    @property
+    def failures(self) -> list[FailureRecord]:
+        """The items that failed in the last epoch started, under ``on_error="skip"`` or
+        ``"replace"``: ``FailureRecord(epoch, index, location, exc_type, message)`` in epoch
+        order (the order of the batches ``next()`` returned, then of places in a batch,
+        whatever thread built them), at most 1000 (the counts in ``stats`` stay exact).  Only
+        batches ``next()`` returned count: one built ahead (prefetched) appears when it is
+        returned.  A resumed epoch lists the failures since the resume.  ``[]`` under
+        ``on_error="raise"`` and before the first epoch.  Thread-safety: any thread, any time
+        (a new list each read).
+        """
+        return self._engine.failures()
 
     def close(self) -> None:
         """End every open epoch of this loader and stop the worker threads.

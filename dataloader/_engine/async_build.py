@@ -76,8 +76,9 @@ class _BatchRun:
 
     def __init__(
         self, owner: LoopRun, dataset: Any, indices: Sequence[Any], k: int, getitems: bool, out: queue.SimpleQueue,
-        per_item: bool,
+        per_item: bool, keep_going: bool = False,
     ) -> None:
+        self.keep_going = keep_going  # an item's failure stops nothing (AsyncFetcher.fetch_outcomes)
         self.owner, self.dataset, self.indices, self.k, self.getitems = owner, dataset, indices, k, getitems
         self.out = out
         # per_item: each result goes to the builder as it completes (there is a transform to
@@ -176,7 +177,9 @@ class _BatchRun:
             self._emit(pos, True, item)
 
     def fail(self, pos: int) -> None:
-        """Start nothing after ``pos``; cancel what is in flight after it."""
+        """Start nothing after ``pos``; cancel what is in flight after it (unless ``keep_going``)."""
+        if self.keep_going:
+            return
         if self.stop_at is None or pos < self.stop_at:
             self.stop_at = pos
         for p, task in list(self.tasks.items()):
@@ -289,6 +292,47 @@ class AsyncFetcher(Builder):
         del run, out
         if failed:
             raise failed.pop()  # from a frame that no longer refers to it (see the module)
+        return items
+
+    @property
+    def batched(self) -> bool:
+        """A batch is one ``async def __getitems__`` call (``item_concurrency=1``)."""
+        return self._getitems and self._auto
+
+    def fetch_outcomes(self, indices: Sequence[Any], wrap: Callable[[Exception], Any]) -> list[Any]:
+        """The transformed items of ``indices`` in order, each failed one as ``wrap(exc)``: every
+        item is fetched (``__getitem__``), whatever fails (``on_error``, ``dataloader._engine.recover``).
+
+        Raises:
+            ``EpochCancelled`` once the epoch is closed; an interrupt of an item; ``RuntimeError``
+            when the loader's event loop stopped under an open epoch.
+        """
+        if self._cancelled():
+            raise EpochCancelled
+        out: queue.SimpleQueue = queue.SimpleQueue()
+        run = _BatchRun(self._loop, self._dataset, indices, self._k, False, out, True, keep_going=True)
+        items: list[Any] = [_DONE] * len(indices)
+        try:
+            self._loop.call(run.start)
+            while (msg := self._next_result(out)) is not _DONE:
+                pos, ok, value = msg
+                if ok:
+                    try:
+                        value = self._transform_one(indices[pos], value)
+                    except Exception as exc:
+                        ok, value = False, exc
+                if not ok and not isinstance(value, Exception):  # an interrupt of the item
+                    raise value
+                items[pos] = value if ok else wrap(value)
+                msg = value = None
+        except BaseException:
+            self._abandon(run, out)
+            if self._cancelled():
+                raise EpochCancelled from None
+            raise
+        if any(item is _DONE for item in items):  # the loop's stop cancelled the batch
+            raise EpochCancelled if self._cancelled() else RuntimeError(
+                "the DataLoader's event loop stopped while a batch was being fetched")
         return items
 
     def _collect(

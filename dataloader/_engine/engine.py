@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dataloader._constants import ASYNC_STOP_RESERVE_S, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
+from dataloader._engine.failures import FailureRecord
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import EngineOptions, resolve
@@ -188,6 +189,12 @@ class Engine:
         stats = self.last_stats
         return stats.snapshot() if stats is not None else None
 
+    def failures(self) -> list[FailureRecord]:
+        """The last epoch started's failure records (``DataLoader.failures``); [] without a policy."""
+        stats = self.last_stats
+        log = stats.failures if stats is not None else None
+        return log.records() if log is not None else []
+
     def close(self) -> None:
         """End every open epoch and stop the threads and the event loop (``DataLoader.close``)."""
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
@@ -223,7 +230,8 @@ def _plan(o: EngineOptions, async_loop: AsyncLoop | None) -> EpochPlan:
         timeout_s=float(o.timeout), in_order=o.in_order, batch_size=o.batch_size, drop_last=o.drop_last,
         auto_collation=o.auto_collation, collate_fn=o.collate_fn, transform=o.transform,
         worker_init_fn=o.worker_init_fn, persistent=o.persistent_workers, item_concurrency=o.item_concurrency,
-        num_lanes=_num_lanes(o, async_loop), tuner=o.tuner, async_loop=async_loop, **o.index_sources,
+        num_lanes=_num_lanes(o, async_loop), tuner=o.tuner, async_loop=async_loop, policy=o.policy,
+        **o.index_sources,
     )
 
 

@@ -20,6 +20,7 @@ from dataloader._datasets.base import is_iterable_dataset
 from dataloader._datasets.kind import check_dataset_kind
 from dataloader._collation.default import default_collate, default_convert
 from dataloader._engine.autotune import AutoTuner, resolve_auto
+from dataloader._engine.error_policy import ErrorPolicy, error_policy
 from dataloader._engine.plan import index_sources
 from dataloader._engine.seed import base_seed
 from dataloader._sampling.batch import BatchSampler
@@ -167,7 +168,8 @@ class EngineOptions:
     seed drawn, ``batch_size``/``drop_last`` the effective ones (a ``batch_sampler``
     replaces both), ``sampler``/``batch_sampler``/``collate_fn`` the defaults when not given.
     The rest is the engine's: ``iterable`` (an ``IterableDataset``), ``is_async`` (an
-    ``AsyncDataset``), ``pool_workers`` (threads: ``"auto"``'s cap), ``window`` (batches
+    ``AsyncDataset``), ``policy`` (``on_error``'s ``ErrorPolicy``, None for ``"raise"``),
+    ``pool_workers`` (threads: ``"auto"``'s cap), ``window`` (batches
     in flight), ``tuner`` (``"auto"``), ``own_sampler`` (the loader's ``RandomSampler``,
     reseeded each epoch), ``auto_collation``, and ``index_sources`` (``plan.index_sources``).
     """
@@ -183,6 +185,8 @@ class EngineOptions:
     prefetch_depth: int
     item_concurrency: int
     transform: Callable[[Any], Any] | None
+    on_error: str
+    max_failures: int | float | None
     generator: Any
     seed: int
     batch_size: int | None
@@ -192,6 +196,7 @@ class EngineOptions:
     collate_fn: Callable[[Any], Any]
     iterable: bool
     is_async: bool
+    policy: ErrorPolicy | None
     pool_workers: int
     window: int
     tuner: AutoTuner | None
@@ -215,7 +220,8 @@ class EngineOptions:
 
 _PUBLIC = (
     "dataset", "num_workers", "prefetch_factor", "pin_memory", "timeout", "worker_init_fn", "persistent_workers",
-    "in_order", "prefetch_depth", "item_concurrency", "transform", "generator", "batch_size", "drop_last",
+    "in_order", "prefetch_depth", "item_concurrency", "transform", "on_error", "max_failures", "generator",
+    "batch_size", "drop_last",
     "sampler", "batch_sampler", "collate_fn",
 )
 
@@ -227,6 +233,7 @@ def resolve(
     worker_init_fn: Callable[[int], None] | None = None, generator: Any = None, prefetch_factor: int | None = None,
     persistent_workers: bool = False, in_order: bool = True, prefetch_depth: int | str = DEFAULT_PREFETCH_DEPTH,
     item_concurrency: int = 1, transform: Callable[[Any], Any] | None = None, seed: int | None = None,
+    on_error: str = "raise", max_failures: int | float | None = None,
 ) -> EngineOptions:
     """``DataLoader``'s arguments (same names and meaning) checked and resolved, in PyTorch's
     order of checks.
@@ -253,6 +260,10 @@ def resolve(
         raise TypeError(
             f"dataset must be map-style (define __getitem__) or an IterableDataset, got {type(dataset).__name__}"
         )
+    policy = error_policy(on_error, max_failures, iterable)
+    if policy is not None and policy.on_error == "replace" and not hasattr(dataset, "__len__"):
+        raise TypeError(f"on_error='replace' draws substitutes from range(len(dataset)): "
+                        f"{type(dataset).__name__} has no __len__ (use on_error='skip')")
     base = base_seed(seed, generator)
     sampling = _Sampling.of(dataset, iterable, base, bool(shuffle), sampler, batch_sampler, batch_size, drop_last)
     return EngineOptions(
@@ -260,6 +271,7 @@ def resolve(
         prefetch_factor=prefetch_factor, pin_memory=opts.pin_memory, timeout=opts.timeout,
         worker_init_fn=worker_init_fn, persistent_workers=opts.persistent_workers, in_order=opts.in_order,
         prefetch_depth=opts.prefetch_depth, item_concurrency=opts.item_concurrency, transform=transform,
+        on_error=on_error, max_failures=max_failures, policy=policy,
         generator=generator, seed=base, batch_size=sampling.batch_size, drop_last=sampling.drop_last,
         sampler=sampling.sampler, batch_sampler=sampling.batch_sampler,
         collate_fn=collate_fn if collate_fn is not None else sampling.default_collate(),

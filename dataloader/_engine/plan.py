@@ -23,10 +23,14 @@ from dataloader._engine.autotune import AutoTuner
 from dataloader._engine.build import BuilderKind, StreamBatcher
 from dataloader._engine.builders import MapBuild, map_builder
 from dataloader._engine.epoch import Epoch
+from dataloader._engine.error_policy import ErrorPolicy
+from dataloader._engine.failures import FailureLog
 from dataloader._engine.iterator import EpochIterator, SequentialEpoch
 from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.outcome import END
+from dataloader._engine.policed import PolicedEpoch, PolicedSequentialEpoch
 from dataloader._engine.pool import WorkerPool, WorkerSetup
+from dataloader._engine.recover import policy_builder
 from dataloader._engine.resume import EpochResume, Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
 from dataloader._engine.stats import EpochStats
@@ -102,6 +106,8 @@ class EpochPlan:
             then the pool's size), else None.
         async_loop: the loader's event loop (``async_loop.AsyncLoop``) for an
             ``AsyncDataset``, whose batches ``async_build.AsyncFetcher`` builds; else None.
+        policy: ``on_error="skip"`` or ``"replace"`` and its limit (``error_policy``), or None
+            for ``"raise"`` (then no epoch runs anything of the policy).
     """
 
     dataset: Any
@@ -123,6 +129,7 @@ class EpochPlan:
     spans: Callable[[], Iterator[Any] | None] | None = None  # batches as permutation spans, or None
     tuner: AutoTuner | None = None
     async_loop: Any = None
+    policy: ErrorPolicy | None = None
 
     def _map_builder(
         self, pool: WorkerPool | None, epoch_key: tuple[int, int], native: bool = True
@@ -170,13 +177,17 @@ class EpochPlan:
         sequential = self.num_workers == 0 or (kind.inline and self._settled_inline(stats))
         part = self._parts(pool, epoch_key, stats, resume, sequential, kind.inline)
         progress = Progress(resume.epoch, resume.yielded, part.streams)
+        policed: dict[str, Any] = {}
+        if self.policy is not None:  # the epochs of dataloader._engine.policed, with the epoch's log
+            stats.failures = progress.failures = policed["failures"] = FailureLog(
+                self.policy, epoch_key[1], resume.failures)
         if sequential:
             # num_workers=0, or "auto" settled inline: no window and no thread at all.
             if owns_pool and pool is not None:
                 pool.shutdown()
-            return self._sequential_epoch(part, length, progress, stats, keep_alive), progress
+            return self._sequential_epoch(part, length, progress, stats, keep_alive, policed), progress
         assert pool is not None and (resume.skip == 0 or not self.iterable)
-        epoch = Epoch(
+        epoch = (PolicedEpoch if policed else Epoch)(**policed,
             source=part.source, pool=pool, owns_pool=owns_pool, window=self.window, length=length,
             timeout_s=self.timeout_s, in_order=self.in_order, keep_alive=keep_alive, start_error=part.error,
             progress=progress, stats=stats, tune=stats.tune, inline=part.inline_build,
@@ -212,7 +223,7 @@ class EpochPlan:
         setup = WorkerSetup(epoch_seed(*epoch_key), self.dataset, self.worker_init_fn, self.persistent)
         if self.iterable:
             return self._stream_parts(setup, epoch_key, stats, resume, sequential)
-        return self._map_parts(pool, setup, epoch_key, stats, resume.skip, sequential, inline)
+        return self._map_parts(pool, setup, epoch_key, stats, resume, sequential, inline)
 
     def _stream_parts(
         self, setup: WorkerSetup, epoch_key: tuple[int, int], stats: EpochStats, resume: EpochResume,
@@ -243,7 +254,7 @@ class EpochPlan:
 
     def _map_parts(
         self, pool: WorkerPool | None, setup: WorkerSetup, epoch_key: tuple[int, int], stats: EpochStats,
-        skip: int, sequential: bool, inline: bool,
+        resume: EpochResume, sequential: bool, inline: bool,
     ) -> _Parts:
         assert self.indices is not None
         error: Exception | None = None
@@ -252,15 +263,21 @@ class EpochPlan:
         except Exception as exc:  # seed 004: a failing __batch_rows__ is raised by the first next()
             fetch, source_cls = self._map_builder(pool, epoch_key, native=False)
             error = exc
-        # The consumer's builds record into the extra (last) recorder.
-        inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
         # Native batch jobs of a shuffled epoch compute their own rows (_sampling/spans.py).
         spans = (self.spans is not None and self.num_workers > 0 and not (inline and sequential)
                  and fetch.kind is BuilderKind.NATIVE_ROWS)
+        if self.policy is not None:  # skip/replace: failures narrowed to items (recover.py)
+            fetch = policy_builder(self.policy, fetch, self.dataset, self.auto_collation,
+                                   pool.lanes if pool is not None else None, self.item_concurrency,
+                                   self.transform, epoch_key)
+        # The consumer's builds record into the extra (last) recorder.
+        inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
         indices: Iterator[Any] = iter(())
         try:  # started also after a failed builder: the sampler claims a resumed start here
             batches = self.spans() if spans and self.spans is not None else None
-            indices = skip_items(self.indices() if batches is None else batches, skip)
+            indices = skip_items(self.indices() if batches is None else batches, resume.skip)
+            if self.policy is not None:  # (batch number, indices): the substitutes' position
+                indices = enumerate(indices, start=resume.yielded)
         except Exception as exc:  # seed 004: raised by the first next()
             error = error if error is not None else exc
         source = source_cls(indices, fetch, setup, self.num_workers, stats)
@@ -275,9 +292,10 @@ class EpochPlan:
         return _Parts(source, items=items, inline_build=inline_build, on_close=on_close)
 
     def _sequential_epoch(
-        self, part: _Parts, length: int | None, progress: Progress, stats: EpochStats, keep_alive: Any
+        self, part: _Parts, length: int | None, progress: Progress, stats: EpochStats, keep_alive: Any,
+        policed: dict[str, Any],
     ) -> SequentialEpoch:
-        return SequentialEpoch(items=part.items, length=length, start_error=part.error, progress=progress,
+        return (PolicedSequentialEpoch if policed else SequentialEpoch)(**policed, items=part.items, length=length, start_error=part.error, progress=progress,
                                stats=stats, on_close=part.on_close, keep_alive=keep_alive)
 
 

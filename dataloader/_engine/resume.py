@@ -19,6 +19,9 @@ dataset):
 - ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
   none); for an ``IterableDataset`` iterated mid-epoch, its state at the consumer's
   position (below);
+- ``"failures"`` (only mid-epoch under ``on_error="skip"``/``"replace"``): the epoch's failure
+  counts at the position, ``{"seen", "failed", "skipped", "replaced"}`` (``failures.FailureLog``),
+  which the resumed epoch starts from (its records are not saved);
 - ``"loader"``: how this loader cuts its epochs (dataset length, batch size, ``drop_last``,
   sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
   checks against the new loader (``dataloader._engine.resume_checks``).
@@ -70,6 +73,7 @@ __all__ = ["STATE_VERSION", "EpochResume", "Progress", "Resumer", "skip_items", 
 STATE_VERSION = 2
 _VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
 _KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
+_FAILURE_KEYS = ("seen", "failed", "skipped", "replaced")
 
 
 class Progress:
@@ -86,24 +90,27 @@ class Progress:
             (``num_workers=0``) of a stateful ``IterableDataset``; else None.
     """
 
-    __slots__ = ("epoch", "yielded", "done", "streams")
+    __slots__ = ("epoch", "yielded", "done", "streams", "failures")
 
     def __init__(self, epoch: int, yielded: int = 0, streams: Any = None) -> None:
         self.epoch = epoch
         self.yielded = yielded
         self.done = False
         self.streams = streams
+        self.failures: Any = None  # the epoch's failures.FailureLog under an error policy
 
 
 class EpochResume(NamedTuple):
     """Where an epoch starts (``Resumer.begin``): its number, the batches already returned
-    (``yielded``), the work items to draw and drop first (``skip``) and the per-worker state
-    of a stateful ``IterableDataset`` to load (``streams``), or None."""
+    (``yielded``), the work items to draw and drop first (``skip``), the per-worker state
+    of a stateful ``IterableDataset`` to load (``streams``), or None, and the failure counts
+    the epoch starts from (``failures``), or None."""
 
     epoch: int
     yielded: int
     skip: int
     streams: dict[str, Any] | None
+    failures: dict[str, int] | None = None
 
 
 def stateful(dataset: Any) -> bool:
@@ -186,7 +193,7 @@ class Resumer:
             self._start_state = None
         yielded = pending["yielded"] if pending is not None else 0
         self._progress = Progress(epoch, yielded)
-        return EpochResume(epoch, yielded, skip, streams)
+        return EpochResume(epoch, yielded, skip, streams, pending.get("failures") if pending is not None else None)
 
     def track(self, progress: Progress) -> None:
         """Follow ``progress``, the started epoch's own (its ``begin`` came just before, under
@@ -206,7 +213,11 @@ class Resumer:
         """
         if self._pending is not None:  # loaded and not started yet: saving gives it back
             return copy.deepcopy(self._pending)
-        return copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+        state = copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+        progress = self._progress
+        if progress is not None and not progress.done and progress.failures is not None and state["yielded"]:
+            state["failures"] = progress.failures.counts()
+        return state
 
     def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
         progress = self._progress
@@ -261,7 +272,7 @@ class Resumer:
         """
         # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
         # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader",)))
+        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "failures")))
         if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
             raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
         seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
@@ -301,6 +312,8 @@ class Resumer:
                 self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
             else:
                 self._sampler.load_state_dict(sd["sampler"])
+        if sd.get("failures") is not None:
+            checked["failures"] = _check_failures(sd["failures"])
         self._pending = checked
         return checked
 
@@ -351,3 +364,9 @@ def _check_streams(state: object, workers: int) -> None:
     ) or live != sorted(set(live)):
         raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
 
+
+
+def _check_failures(counts: object) -> dict[str, int]:
+    """A saved ``"failures"`` (``failures.FailureLog.counts``) checked: its four counts."""
+    sd = check_state(counts, "DataLoader 'failures'", _FAILURE_KEYS)
+    return {k: check_int(sd[k], f"DataLoader state 'failures' {k!r}", minimum=0) for k in _FAILURE_KEYS}

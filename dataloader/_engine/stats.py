@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,10 @@ class LoaderStats:
         waits, builds: ``(start, end)`` seconds since the epoch started of the
             consumer's waits and of every worker's builds (float64 arrays of shape
             ``(n, 2)``; the last ``STATS_SAMPLES`` per thread), for timelines.
+        failed, skipped, replaced: under ``on_error="skip"``/``"replace"``, items of the
+            batches ``next()`` returned so far that failed (failed substitutes included), were
+            dropped, were substituted (a resumed epoch's counts go on from the saved ones);
+            0 under ``on_error="raise"``.
 
     Thread-safety: immutable.
     """
@@ -88,6 +93,9 @@ class LoaderStats:
     latency_s: dict[int, float]
     waits: np.ndarray = field(repr=False)
     builds: np.ndarray = field(repr=False)
+    failed: int = 0
+    skipped: int = 0
+    replaced: int = 0
 
     @property
     def busy_s(self) -> float:
@@ -159,7 +167,7 @@ class EpochStats:
     thread inside ``next()``; ``snapshot`` may be called from any thread.
     """
 
-    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune")
+    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune", "failures")
 
     def __init__(
         self, epoch: int, num_workers: int, extra: bool = False, tuner: AutoTuner | None = None, inline: bool = False
@@ -171,6 +179,7 @@ class EpochStats:
         self.consumer = ConsumerRecorder(STATS_SAMPLES)
         # num_workers="auto": the epoch's gate (its ``active``), else None.
         self.tune: EpochTune | None = tuner.for_epoch(self.consumer, inline) if tuner is not None else None
+        self.failures: Any = None  # under an error policy: the epoch's failures.FailureLog
 
     def snapshot(self) -> LoaderStats:
         c = self.consumer
@@ -198,7 +207,16 @@ class EpochStats:
             latency_s=latency,
             waits=_intervals([c.intervals()], self.started),
             builds=builds,
+            **_failure_counts(self.failures),
         )
+
+
+def _failure_counts(log: Any) -> dict[str, int]:
+    """``failed``, ``skipped``, ``replaced`` of an epoch's ``FailureLog`` (none: zeros)."""
+    if log is None:
+        return {}
+    counts = log.counts()
+    return {"failed": counts["failed"], "skipped": counts["skipped"], "replaced": counts["replaced"]}
 
 
 def percentiles(values: np.ndarray, ps: tuple[int, ...]) -> dict[int, float]:

@@ -53,6 +53,10 @@ class ImageFiles(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
+    def location(self, index: int) -> str:
+        """The path of item ``index`` (the loader's ``on_error`` reports name it)."""
+        return self.paths[index]
+
     def __getitem__(self, index: int) -> bytes | tuple[bytes, int]:
         data = _read(self.paths[index])
         return data if self.labels is None else (data, self.labels[index])

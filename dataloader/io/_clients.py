@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from dataloader._datasets.asyncds import AsyncDataset
+from dataloader.io._redact import redact
 from dataloader.io.locations import Locations
 
 if TYPE_CHECKING:
@@ -189,6 +190,15 @@ class RemoteDataset(AsyncDataset[bytes], Generic[C]):
 
     def __len__(self) -> int:
         return len(self.locations)
+
+    def location(self, index: int) -> str:
+        """Where item ``index`` is (a URL or an object key), as it may be shown: credentials
+        redacted (``_redact.redact``); the loader's ``on_error`` reports name it.
+
+        Raises:
+            IndexError, ValueError: as ``__getitem__`` for a bad index or location.
+        """
+        return redact(str(self.locations[index]))
 
     async def __getitem__(self, index: int) -> bytes:
         location = self.locations[index]

@@ -93,6 +93,14 @@ class FileDataset(Dataset[bytes]):
     def __len__(self) -> int:
         return len(self.locations)
 
+    def location(self, index: int) -> str:
+        """The path of item ``index`` (the loader's ``on_error`` reports name it).
+
+        Raises:
+            IndexError, ValueError: as ``__getitem__`` for a bad index or location.
+        """
+        return self.locations[index]
+
     def __getitem__(self, index: int) -> bytes:
         path = self.locations[index]
         return self.retry.run(lambda: self._read(path), _transient)

@@ -1,0 +1,71 @@
+"""The epochs of a loader with an error policy: ``next()`` takes a ``Recovered`` batch apart.
+
+Under ``on_error="skip"`` or ``"replace"`` every batch comes to the consumer as a
+``Recovered`` (``dataloader._engine.recover``).  ``PolicedEpoch`` and ``PolicedSequentialEpoch``
+are ``Epoch`` and ``SequentialEpoch`` whose ``_next`` adds it to the epoch's ``FailureLog``
+(on the consumer thread, in epoch order) and returns its batch; a ``SKIPPED`` batch (every
+item failed under ``"skip"``) is counted as a position (``state_dict`` resumes after it) and
+``next()`` goes on with the next batch, so an epoch never ends short silently.  When the
+failures pass ``max_failures``, ``next()`` raises ``TooManyFailures`` and the epoch ends.
+A loader without a policy never builds these classes: its ``next()`` is unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dataloader._engine.epoch import Epoch
+from dataloader._engine.failures import FailureLog, TooManyFailures
+from dataloader._engine.iterator import SequentialEpoch
+from dataloader._engine.recover import SKIPPED, Recovered
+
+__all__ = ["PolicedEpoch", "PolicedSequentialEpoch", "policed_next"]
+
+
+def policed_next(it: Epoch | SequentialEpoch, log: FailureLog, next_batch: Any) -> Any:
+    """The next batch of ``it`` (``next_batch()``: its own ``_next``), through ``log``.
+
+    Raises:
+        TooManyFailures: the epoch's failures passed ``max_failures`` (the epoch is closed).
+    """
+    while True:
+        out = next_batch()
+        if type(out) is not Recovered:  # a Failure (collate_fn, an interrupt, a failed replace)
+            return out
+        try:
+            log.add(out.seen, out.failures, out.skipped, out.replaced)
+        except TooManyFailures:
+            it.close()
+            raise
+        if out.batch is not SKIPPED:
+            return out.batch
+
+
+class PolicedEpoch(Epoch):
+    """``Epoch`` under an error policy (see the module).
+
+    Args:
+        failures: the epoch's ``FailureLog``; the rest as ``Epoch``.
+    """
+
+    def __init__(self, *, failures: FailureLog, **kwargs: Any) -> None:
+        self._failures = failures
+        super().__init__(**kwargs)
+
+    def _next(self) -> Any:
+        return policed_next(self, self._failures, super()._next)
+
+
+class PolicedSequentialEpoch(SequentialEpoch):
+    """``SequentialEpoch`` under an error policy (see the module).
+
+    Args:
+        failures: the epoch's ``FailureLog``; the rest as ``SequentialEpoch``.
+    """
+
+    def __init__(self, *, failures: FailureLog, **kwargs: Any) -> None:
+        self._failures = failures
+        super().__init__(**kwargs)
+
+    def _next(self) -> Any:
+        return policed_next(self, self._failures, super()._next)

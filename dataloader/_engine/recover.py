@@ -1,0 +1,236 @@
+"""Building a batch under ``on_error="skip"`` or ``"replace"``: failures narrowed to items.
+
+``PolicyBuilder`` wraps an epoch's named builder (``BuilderKind``; the plan wraps it only
+when the loader has a policy, so ``on_error="raise"`` runs no line of this module).  Its
+work items are ``(k, indices)``: the batch's number in the epoch and its indices.
+
+- Item kinds (``items``, ``lanes``, ``single``, and ``async`` without ``__getitems__``): each
+  item is fetched (and transformed) on its own, its exception kept as an ``ItemError``: a
+  failure costs nothing more than the failing item.
+- Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with
+  ``__getitems__``): the batch is built as without a policy; if that raises, its items are
+  fetched again one by one through the item path (``__getitem__`` + ``transform``) to find
+  which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
+  as a whole: ``next()`` raises the collate error, under every policy (not an item's fault).
+
+The policy then applies per failing item: ``"skip"`` drops it (a batch whose every item
+failed becomes ``SKIPPED``, and ``next()`` goes on to the next batch); ``"replace"`` fetches
+``substitute_index(seed, epoch, k, place, attempt)`` in its place, a pure function of the
+epoch's seed and the item's position (never of timing or of the thread), trying at most
+``MAX_REPLACE_ATTEMPTS`` substitutes before the batch fails with ``RuntimeError``.  Interrupts
+(``errors.INTERRUPTS``) and an epoch's cancellation are never an item's failure: they pass.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dataloader._engine.build import Builder, BuilderKind, Fetcher, ItemsFetcher
+from dataloader._engine.error_policy import MAX_REPLACE_ATTEMPTS, ErrorPolicy
+from dataloader._engine.failures import FailureRecord, record
+from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._native._stats import Recorder
+from dataloader._sampling.permute import PermutationSpan
+
+__all__ = ["SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "policy_builder", "substitute_index"]
+
+SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED", "__slots__": ()})()
+"""What a batch whose every item failed under ``"skip"`` comes to (never a batch)."""
+
+_SUBSTITUTE_TAG = 0x5EB5717  # keeps the substitutes' stream apart from every other use of the seed
+
+
+class ItemError:
+    """An item's exception, kept in its place among the batch's items."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+class Recovered:
+    """A batch built under a policy, for the consumer's ``FailureLog``.
+
+    Attributes:
+        batch: the collated batch, or ``SKIPPED``.
+        seen: items the batch was built from (its indices).
+        failures: the records of its failed items (substitutes that failed too), in order.
+        skipped, replaced: items dropped and items substituted.
+    """
+
+    __slots__ = ("batch", "seen", "failures", "skipped", "replaced")
+
+    def __init__(self, batch: Any, seen: int, failures: list[FailureRecord], skipped: int, replaced: int) -> None:
+        self.batch, self.seen, self.failures, self.skipped, self.replaced = batch, seen, failures, skipped, replaced
+
+
+def substitute_index(seed: int, epoch: int, batch: int, place: int, attempt: int, n: int) -> int:
+    """The index in ``[0, n)`` that replaces the item at ``place`` of batch ``batch`` of
+    ``epoch`` on its ``attempt`` (0, 1, ...): a pure function of its arguments."""
+    words = [seed, epoch, batch, place, attempt, _SUBSTITUTE_TAG]
+    return int(np.random.SeedSequence(words).generate_state(1, np.uint64)[0] % np.uint64(n))
+
+
+def _plain(index: Any) -> Any:
+    """An index as a record shows it: a NumPy integer as an int."""
+    try:
+        return operator.index(index)
+    except TypeError:
+        return index
+
+
+class PolicyBuilder(Builder):
+    """The epoch's builder under a policy (see the module).
+
+    Args:
+        inner: the epoch's named builder (``inner.kind`` names the epoch's builder).
+        dataset: the map-style dataset (its ``location`` names failed items).
+        policy: the loader's ``ErrorPolicy``.
+        auto_collation: work items hold lists of indices (False: one index).
+        one: the item path: ``one(index)`` fetches and transforms one item, or raises.
+        outcomes: ``outcomes(indices)``: each item or its ``ItemError``, in order.
+        batch_first: build with ``inner`` first, narrowing only when it raises.
+        passthrough: exceptions that end the build as they are (an epoch's cancellation).
+
+    Thread-safety: stateless between calls; any number of threads may build at once.
+    """
+
+    __slots__ = ("inner", "_dataset", "_policy", "_auto", "_one", "_outcomes", "_batch_first",
+                 "_passthrough", "_n")
+
+    def __init__(
+        self, inner: Builder, dataset: Any, policy: ErrorPolicy, auto_collation: bool, one: Callable[[Any], Any],
+        outcomes: Callable[[Sequence[Any]], list[Any]], batch_first: bool, passthrough: tuple[type[BaseException], ...],
+        epoch_key: tuple[int, int],
+    ) -> None:
+        super().__init__(inner._collate, None, epoch_key)
+        self.inner = inner
+        self._dataset, self._policy, self._auto = dataset, policy, auto_collation
+        self._one, self._outcomes, self._batch_first = one, outcomes, batch_first
+        self._passthrough = passthrough
+        self._n = len(dataset) if policy.on_error == "replace" else 0
+
+    def cancel(self) -> None:
+        """The inner builder's ``cancel`` (an ``AsyncFetcher``'s), if it has one."""
+        getattr(self.inner, "cancel", lambda: None)()
+
+    def watch(self, window: Any) -> None:
+        """The inner builder's ``watch`` (an ``AsyncFetcher``'s), if it has one."""
+        getattr(self.inner, "watch", lambda w: None)(window)
+
+    def _build(self, work: tuple[int, Any], rec: Recorder) -> Any:
+        k, indices = work
+        if not self._auto:
+            indices = [indices]
+        elif type(indices) is PermutationSpan:
+            indices = indices.rows()
+        if self._batch_first and self._auto:
+            try:
+                return Recovered(self.inner._build(indices, rec), len(indices), [], 0, 0)
+            except self._passthrough:
+                raise
+            except Exception:
+                pass  # narrowed to its items below
+        items, failures, replaced = self._apply(k, indices, self._outcomes(indices))
+        skipped = len(indices) - len(items)
+        if not items:
+            return Recovered(SKIPPED, len(indices), failures, skipped, 0)
+        rec.fetched()
+        batch = self._collate(items if self._auto else items[0])
+        rec.done()
+        return Recovered(batch, len(indices), failures, skipped, replaced)
+
+    def _apply(self, k: int, indices: Sequence[Any], outcomes: list[Any]) -> tuple[list[Any], list[FailureRecord], int]:
+        """The batch's items after the policy, its failure records and the items replaced."""
+        epoch = self._epoch_key[1]
+        items: list[Any] = []
+        failures: list[FailureRecord] = []
+        replaced = 0
+        for place, out in enumerate(outcomes):
+            if type(out) is not ItemError:
+                items.append(out)
+                continue
+            failures.append(record(epoch, self._dataset, _plain(indices[place]), out.exc))
+            if self._policy.on_error == "replace":
+                items.append(self._substitute(k, place, failures))
+                replaced += 1
+        return items, failures, replaced
+
+    def _substitute(self, k: int, place: int, failures: list[FailureRecord]) -> Any:
+        """The first substitute of the item at ``place`` of batch ``k`` that does not fail.
+
+        Raises:
+            RuntimeError: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its cause).
+        """
+        seed, epoch = self._epoch_key
+        last: Exception | None = None
+        for attempt in range(MAX_REPLACE_ATTEMPTS):
+            j = substitute_index(seed, epoch, k, place, attempt, self._n)
+            try:
+                return self._one(j)
+            except self._passthrough:
+                raise
+            except Exception as exc:
+                failures.append(record(epoch, self._dataset, j, exc))
+                last = exc
+        raise RuntimeError(
+            f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
+            f"failed in a row (the data may be mostly broken; see loader.failures)") from last
+
+
+def item_outcomes(one: Callable[[Any], Any]) -> Callable[[Sequence[Any]], list[Any]]:
+    """``outcomes(indices)`` over the item path ``one``, on the calling thread."""
+
+    def outcomes(indices: Sequence[Any]) -> list[Any]:
+        out: list[Any] = []
+        for index in indices:
+            try:
+                out.append(one(index))
+            except Exception as exc:
+                out.append(ItemError(exc))
+        return out
+
+    return outcomes
+
+
+def _safe(one: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def safe(index: Any) -> Any:
+        try:
+            return one(index)
+        except Exception as exc:
+            return ItemError(exc)
+
+    return safe
+
+
+def policy_builder(
+    policy: ErrorPolicy, inner: Builder, dataset: Any, auto_collation: bool, lanes: LanePool | None,
+    item_concurrency: int, transform: Callable[[Any], Any] | None, epoch_key: tuple[int, int],
+) -> PolicyBuilder:
+    """``inner`` (the epoch's named builder) under ``policy``: its item path and whether it
+    builds batches first (see the module)."""
+    kind = inner.kind
+    passthrough: tuple[type[BaseException], ...] = ()
+    if kind is BuilderKind.ASYNC:
+        from dataloader._engine.async_build import AsyncFetcher, EpochCancelled  # lazy: asyncio only for async datasets
+
+        assert isinstance(inner, AsyncFetcher)
+        fetcher = inner
+        passthrough = (EpochCancelled,)
+        one: Callable[[Any], Any] = lambda index: fetcher.fetch([index], getitems=False)[0]
+        outcomes: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch_outcomes(indices, ItemError)
+        batch_first = fetcher.batched
+    else:
+        items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)
+        one = items.fetch_item
+        outcomes = item_outcomes(one)
+        if kind is BuilderKind.LANES and lanes is not None:
+            safe = _safe(one)
+            outcomes = lambda indices: fetch_with_lanes(lanes, safe, indices, item_concurrency)
+        batch_first = kind not in (BuilderKind.ITEMS, BuilderKind.LANES, BuilderKind.SINGLE)
+    return PolicyBuilder(inner, dataset, policy, auto_collation, one, outcomes, batch_first, passthrough, epoch_key)
