@@ -322,3 +322,19 @@ def test_cloud_items_through_a_local_server(cloud, scheme):
     assert out[5][0] == "error" and out[5][1][0] == "ValueError" and "6 bytes, over max_bytes=5" in out[5][1][1][0]
     assert out[6][0] == "error" and out[6][1][0] == "FileNotFoundError"
     assert out[6][1][1][1].startswith(f"{scheme}://bkt/train/6.bin: ")  # the location, then obstore's words
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_skip_names_the_missing_objects_by_key(num_workers):
+    store = obstore.store.MemoryStore()
+    keys = [f"k/{i}" for i in range(20)]
+    for i in range(20):
+        if i not in (4, 13):
+            obstore.put(store, keys[i], b"v")
+    ds = ObjectStoreDataset(keys, store=store)
+    with DataLoader(ds, batch_size=5, collate_fn=list, num_workers=num_workers, item_concurrency=3,
+                    on_error="skip") as loader:
+        assert sum(len(b) for b in loader) == 18
+        assert [(r.index, r.location, r.exc_type) for r in loader.failures] == [
+            (4, "k/4", FileNotFoundError), (13, "k/13", FileNotFoundError)]
