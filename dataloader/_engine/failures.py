@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 
 from dataloader._engine.error_policy import ErrorPolicy
 
-__all__ = ["MAX_FAILURE_RECORDS", "FailureLog", "FailureRecord", "TooManyFailures", "location_of"]
+__all__ = [
+    "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures", "location_of", "record",
+]
 
 # Records kept per epoch (loader.failures); the counts stay exact beyond.  1000 records of a
 # path or URL and a message of at most MESSAGE_CHARS each: a few hundred KiB at most.
