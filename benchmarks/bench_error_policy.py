@@ -1,8 +1,9 @@
 """The error policy's cost: throughput with 1% failing items under ``on_error="skip"`` and
 ``"replace"`` against the same loader over clean data (issue 23's goal: >= 0.95x).
 
-Two workloads, each timed as interleaved contenders (every contender one epoch per round,
-``--rounds`` rounds after one warm-up epoch each; the figure is the median), from ONE run:
+Two workloads, each timed as interleaved contenders (every contender one epoch per round, the
+order rotated each round, ``--rounds`` rounds after one warm-up epoch each; the figure is the
+median), from ONE run:
 
 - images: an ``ImageFolder`` of ``--images`` small JPEGs (64x64, 10 classes, made from the
   committed test photographs), ``Decode().then(CenterCrop(48))``, ``ImageCollator``, batch 32,
@@ -103,13 +104,14 @@ def epoch_s(make: Callable[[], Any]) -> float:
 
 
 def interleaved(contenders: dict[str, Callable[[], Any]], items: int, rounds: int) -> dict[str, Any]:
-    """Every contender one warm-up epoch, then one epoch per round, round-robin; medians."""
+    """Every contender one warm-up epoch, then one epoch per round, round-robin (rotated); medians."""
     for make in contenders.values():
         epoch_s(make)
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, make in contenders.items():
-            times[name].append(epoch_s(make))
+    names = list(contenders)
+    for r in range(rounds):  # the order rotates each round: no contender always runs first
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            times[name].append(epoch_s(contenders[name]))
     base = statistics.median(times["clean, raise"])
     out = {}
     for name, runs in times.items():
