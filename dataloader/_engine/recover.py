@@ -45,11 +45,14 @@ _SUBSTITUTE_TAG = 0x5EB5717  # keeps the substitutes' stream apart from every ot
 
 
 class ItemError:
-    """An item's exception, kept in its place among the batch's items."""
+    """An item's exception, kept in its place among the batch's items until the policy has
+    recorded it; then ``exc`` is set to None.  Its traceback's frames reach (``f_back``) the
+    frame that caught it, which holds the batch's outcomes, which hold this object: a cycle
+    that only the cyclic garbage collector would free (with the dataset), until it is cut."""
 
     __slots__ = ("exc",)
 
-    def __init__(self, exc: Exception) -> None:
+    def __init__(self, exc: Exception | None) -> None:
         self.exc = exc
 
 
@@ -155,7 +158,10 @@ class PolicyBuilder(Builder):
             if type(out) is not ItemError:
                 items.append(out)
                 continue
-            failures.append(record(epoch, self._dataset, _plain(indices[place]), out.exc))
+            exc, out.exc = out.exc, None  # the cycle cut (ItemError)
+            assert exc is not None
+            failures.append(record(epoch, self._dataset, _plain(indices[place]), exc))
+            del exc
             if self._policy.on_error == "replace":
                 items.append(self._substitute(k, place, failures))
                 replaced += 1
@@ -168,7 +174,7 @@ class PolicyBuilder(Builder):
             RuntimeError: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its cause).
         """
         seed, epoch = self._epoch_key
-        last: Exception | None = None
+        last: list[Exception] = []  # popped to raise: this frame must not hold it (its traceback holds the frame)
         for attempt in range(MAX_REPLACE_ATTEMPTS):
             j = substitute_index(seed, epoch, k, place, attempt, self._n)
             try:
@@ -177,10 +183,10 @@ class PolicyBuilder(Builder):
                 raise
             except Exception as exc:
                 failures.append(record(epoch, self._dataset, j, exc))
-                last = exc
+                last[:] = [exc]
         raise RuntimeError(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
-            f"failed in a row (the data may be mostly broken; see loader.failures)") from last
+            f"failed in a row (the data may be mostly broken; see loader.failures)") from last.pop()
 
 
 def item_outcomes(one: Callable[[Any], Any]) -> Callable[[Sequence[Any]], list[Any]]:
