@@ -246,6 +246,12 @@ class Engine:
         with self.mutex():
             return self.seed, self.epoch
 
+    def upcoming(self) -> int:
+        """The epoch the next ``iter`` yields: the one ``start`` started, else ``epoch``."""
+        with self.mutex():
+            started = self._started is not None and not self._started.closed
+            return self.epoch - 1 if started else self.epoch
+
     def continue_from(self, seed: int, epoch: int) -> None:
         """Go on at base seed ``seed``, next epoch ``epoch`` (a copy's)."""
         with self.mutex():

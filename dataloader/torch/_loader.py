@@ -204,7 +204,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
                 :meth:`dataloader.DataLoader.seek`.
         """
         if self._draws is not None:
-            _, next_epoch = self._engine.position()
+            next_epoch = self._engine.upcoming()
             if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 and epoch != next_epoch:
                 raise ValueError(
                     f"seek(epoch={epoch}, ...): with torch's randomness (shuffle_order='torch') only the next "
