@@ -263,3 +263,14 @@ def test_editing_epoch_and_yielded_of_a_saved_state_is_a_seek(workers):
     assert rows(other) == expected[3][9:]
     loader.close()
     other.close()
+
+
+def test_editing_a_user_samplers_epoch_with_the_loaders_is_a_seek():
+    expected = straight(make("distributed", 0), 3)
+    saved = json_roundtrip(make("distributed", 0).state_dict())
+    saved["epoch"], saved["yielded"] = 2, 1
+    saved["sampler"]["sampler"]["epoch"] = 2  # DistributedSampler's own epoch counter
+    loader = make("distributed", 2)
+    loader.load_state_dict(saved)
+    assert rows(loader) == expected[2][1:]
+    loader.close()
