@@ -101,7 +101,7 @@ def seek_state(
             f"moves with every epoch, so only the next epoch ({next_epoch}) can be sought; seed the "
             "sampler with an int (the order is then a function of the seed and the epoch)"
         )
-    index = getattr(root, "sampler", None) if isinstance(root, BatchSampler) else root
+    index: Any = root.sampler if isinstance(root, BatchSampler) else root
     if hasattr(index, "set_epoch"):
         index.set_epoch(target.epoch)
         state = _sampler_state(root)
