@@ -7,6 +7,7 @@ threads and keeps the position.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -187,3 +188,13 @@ def test_an_error_of_a_batch_built_ahead_is_raised_by_its_next():
     with pytest.raises(KeyError):
         next(it)
     loader.close()
+
+
+def test_a_loader_dropped_with_a_started_epoch_is_collected_and_its_threads_end():
+    before = set(worker_threads())
+    loader = make(RecordingDataset(N))
+    loader.start()
+    wait_for(lambda: set(worker_threads()) - before)
+    del loader
+    gc.collect()  # the started epoch keeps its loader: a cycle
+    wait_for(lambda: not set(worker_threads()) - before)
