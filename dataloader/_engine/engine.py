@@ -242,15 +242,19 @@ class Engine:
         return True
 
     def position(self) -> tuple[int, int]:
-        """``(seed, next epoch)``, read together (``load_state_dict`` sets them together)."""
+        """``(seed, upcoming epoch)``, read together (``load_state_dict`` sets them together):
+        a copy made after ``start`` starts the epoch ``start`` started, not the one after."""
         with self.mutex():
-            return self.seed, self.epoch
+            return self.seed, self._upcoming()
 
     def upcoming(self) -> int:
         """The epoch the next ``iter`` yields: the one ``start`` started, else ``epoch``."""
         with self.mutex():
-            started = self._started is not None and not self._started.closed
-            return self.epoch - 1 if started else self.epoch
+            return self._upcoming()
+
+    def _upcoming(self) -> int:
+        started = self._started is not None and not self._started.closed
+        return self.epoch - 1 if started else self.epoch
 
     def continue_from(self, seed: int, epoch: int) -> None:
         """Go on at base seed ``seed``, next epoch ``epoch`` (a copy's)."""

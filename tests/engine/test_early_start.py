@@ -73,6 +73,20 @@ def test_iter_after_start_takes_the_started_epoch_and_the_next_iter_a_new_one():
     loader.close()
 
 
+def test_a_copy_made_after_start_begins_with_the_started_epoch():
+    import copy
+
+    expected = expected_epochs(2)
+    loader = make(RecordingDataset(N))
+    rows(loader)  # epoch 0 consumed
+    loader.start()  # epoch 1 started, not iterated
+    clone = copy.copy(loader)  # through __reduce__, as a pickle is
+    assert rows(clone) == expected[1]
+    clone.close()
+    assert rows(loader) == expected[1]
+    loader.close()
+
+
 def test_start_after_load_state_dict_builds_from_the_loaded_position():
     expected = expected_epochs(2)
     saved = make(RecordingDataset(N))
