@@ -174,6 +174,9 @@ class PolicyBuilder(Builder):
             RuntimeError: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its cause).
         """
         seed, epoch = self._epoch_key
+        if self._n == 0:
+            raise RuntimeError(f"on_error='replace': batch {k} of epoch {epoch}: the dataset is empty, "
+                               "there is no item to substitute")
         last: list[Exception] = []  # popped to raise: this frame must not hold it (its traceback holds the frame)
         for attempt in range(MAX_REPLACE_ATTEMPTS):
             j = substitute_index(seed, epoch, k, place, attempt, self._n)

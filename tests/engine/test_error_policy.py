@@ -123,3 +123,14 @@ def test_output_and_failures_are_the_same_for_any_worker_configuration(
     if policy == "skip":
         assert {r.index for r in expected[1]} == bad
         assert sum(map(len, expected[0])) == N - len(bad)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("policy", ["skip", "replace"])
+def test_a_shuffled_native_rows_epoch_under_a_policy_gives_the_plain_loaders_batches(policy):
+    # Shuffled native_rows epochs hand out permutation spans as work items (spans.py).
+    ds = arrays()
+    opts = dict(batch_size=4, shuffle=True, seed=9)
+    with DataLoader(ds, num_workers=2, on_error=policy, **opts) as loader:
+        got = [as_list(b) for b in loader]
+    assert got == [as_list(b) for b in DataLoader(ds, **opts)]
