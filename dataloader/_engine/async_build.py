@@ -310,20 +310,22 @@ class AsyncFetcher(Builder):
         if self._cancelled():
             raise EpochCancelled
         out: queue.SimpleQueue = queue.SimpleQueue()
-        run = _BatchRun(self._loop, self._dataset, indices, self._k, False, out, True, keep_going=True)
+        # Results one by one when there is a transform to run as each arrives, else all at once.
+        run = _BatchRun(self._loop, self._dataset, indices, self._k, False, out, self._transform is not None,
+                        keep_going=True)
         items: list[Any] = [_DONE] * len(indices)
         try:
             self._loop.call(run.start)
             while (msg := self._next_result(out)) is not _DONE:
-                pos, ok, value = msg
-                if ok:
-                    try:
-                        value = self._transform_one(indices[pos], value)
-                    except Exception as exc:
-                        ok, value = False, exc
-                if not ok and not isinstance(value, Exception):  # an interrupt of the item
-                    raise value
-                items[pos] = value if ok else wrap(value)
+                for pos, ok, value in msg if isinstance(msg, list) else (msg,):
+                    if ok:
+                        try:
+                            value = self._transform_one(indices[pos], value)
+                        except Exception as exc:
+                            ok, value = False, exc
+                    if not ok and not isinstance(value, Exception):  # an interrupt of the item
+                        raise value
+                    items[pos] = value if ok else wrap(value)
                 msg = value = None
         except BaseException:
             self._abandon(run, out)

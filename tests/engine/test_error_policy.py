@@ -134,3 +134,20 @@ def test_a_shuffled_native_rows_epoch_under_a_policy_gives_the_plain_loaders_bat
     with DataLoader(ds, num_workers=2, on_error=policy, **opts) as loader:
         got = [as_list(b) for b in loader]
     assert got == [as_list(b) for b in DataLoader(ds, **opts)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+@pytest.mark.parametrize("make", [Items, AsyncItems, Getitems])
+def test_a_failing_transform_is_its_items_failure(make, num_workers):
+    def transform(x):
+        if x == 50:
+            raise ValueError("cannot transform item 5")
+        return x + 1
+
+    with DataLoader(make(), batch_size=4, num_workers=num_workers, transform=transform, on_error="skip",
+                    item_concurrency=2) as loader:
+        got = [as_list(b) for b in loader]
+        failures = loader.failures
+    assert got[1] == [41, 61, 71] and sum(map(len, got)) == N - 1
+    assert [(r.index, r.exc_type, r.message) for r in failures] == [(5, ValueError, "cannot transform item 5")]
