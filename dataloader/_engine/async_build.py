@@ -11,7 +11,9 @@ item_concurrency`` coroutines are in flight.
 Errors are those of the sequential loader: when the item at position ``p``
 fails (its coroutine or its transform), no position after ``p`` starts, those
 in flight are cancelled, those before ``p`` are awaited (they were started
-already), and the batch fails with the first error by position.  A batch is
+already), and the batch fails with the first error by position.  (Under
+``on_error="skip"``/``"replace"``, ``AsyncFetcher.fetch_outcomes`` runs every item
+whatever fails, each failure kept in its place: ``dataloader._engine.recover``.)  A batch is
 complete only when every item has a value or an error:
 
 - a coroutine that ends cancelled although this batch did not cancel it (it
