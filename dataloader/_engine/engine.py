@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dataloader._constants import ASYNC_STOP_RESERVE_S, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.iterator import EpochIterator
@@ -86,7 +87,8 @@ class Engine:
             root = sampler_state(root)
         layout = Layout(options.dataset, options.iterable, options.sampler, options.batch_sampler,
                         options.batch_size, options.drop_last)
-        self._resume = Resumer(root, options.pool_workers, layout)
+        elastic = ElasticSampler.of(options.work_items, options.in_order)
+        self._resume = Resumer(root, options.pool_workers, layout, elastic)
         self.last_stats: EpochStats | None = None  # the last epoch started
 
     def mutex(self) -> threading.Lock:

@@ -59,6 +59,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
@@ -127,11 +128,15 @@ class Resumer:
             ``batch_size=None``), or None for an ``IterableDataset``.
         workers: the loader's ``num_workers``.
         layout: how the loader cuts its epochs (recorded and checked), or None.
+        elastic: its elastic part (``dataloader._engine.elastic``), or None.
     """
 
-    def __init__(self, sampler: Any, workers: int, layout: Layout | None = None) -> None:
+    def __init__(
+        self, sampler: Any, workers: int, layout: Layout | None = None, elastic: ElasticSampler | None = None
+    ) -> None:
         self._sampler = sampler
         self._layout = layout
+        self._elastic = elastic
         self._streams = sampler is None and workers > 0  # per-worker iterable states
         self._progress: Progress | None = None
         self._start_state: Any = None  # the sampler's state when the last epoch started
@@ -245,7 +250,8 @@ class Resumer:
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
                 "sampler": sampler, "dataset": dataset,
-                "loader": self._layout.describe() if self._layout is not None else None}
+                "loader": self._layout.describe() if self._layout is not None else None,
+                "elastic": self._elastic.record(sampler, yielded) if self._elastic is not None else None}
 
     def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
         """Validate ``sd`` and apply its sampler state; the rest applies to the next epoch.
@@ -259,9 +265,11 @@ class Resumer:
                 by a loader that cuts its epochs otherwise (``resume_checks``: naming both
                 values) or whose ``yielded`` is past the end of this loader's epoch.
         """
+        if self._elastic is not None and self._layout is not None:  # another world size, or a list
+            sd = self._elastic.resolve(sd, self._layout.describe())
         # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
         # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader",)))
+        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "elastic")))
         if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
             raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
         seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
