@@ -251,20 +251,29 @@ class DataLoader(Generic[T_co]):
         """
         return self._engine.state_dict()
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Resume from ``state_dict()``'s output (possibly another process's).
 
         The next ``iter(loader)`` continues the saved epoch at its first batch not yet yielded;
         later epochs follow as in the saved run; the saved seed replaces this loader's.
         ``num_workers``, ``prefetch_depth``, ``item_concurrency``, ``drop_last`` and a
         distributed sampler's rank may differ; the dataset's length, ``batch_size``, the
-        sampler kinds and the world size may not (``dataloader._engine.resume_checks``).
+        sampler kinds and the world size may not (``dataloader._engine.resume_checks``),
+        except for an elastic resume: with a ``DistributedSampler`` / ``ShardSampler``, a
+        state saved at another world size (all old ranks at the same step), or the list of
+        all old ranks' states, continues the saved epoch with this rank's share of what the
+        old ranks left (``dataloader._engine.elastic``).
         A state of the previous format (``version`` 1) loads, without those checks.
+
+        Args:
+            state_dict: ``state_dict()``'s dict, or a list of every old rank's dict.
 
         Raises:
             TypeError, ValueError: a malformed state, naming the bad key and value.
             ValueError: a state saved by a loader that cuts its epochs otherwise (naming both
-                values), or whose ``yielded`` is past the end of this loader's epoch.
+                values), or whose ``yielded`` is past the end of this loader's epoch; a state
+                at another world size, or a list, that cannot be resumed elastically (saying
+                why: another sampler, ``in_order=False``, an inconsistent list).
         """
         self._engine.load_state_dict(state_dict)
 

@@ -50,7 +50,7 @@ or twice).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from dataloader._sampling.batch import BatchSampler
 from dataloader._sampling.distributed import DistributedSampler
@@ -73,6 +73,12 @@ def _inner_state(sampler_state: Any) -> Any:
     if isinstance(sampler_state, dict) and isinstance(sampler_state.get("sampler"), dict):
         return sampler_state["sampler"]
     return sampler_state
+
+
+def _builtin(sampler: object) -> bool:
+    """``sampler`` is a ``DistributedSampler`` or ``ShardSampler``, not a subclass (whose order
+    may be its own)."""
+    return type(sampler) in (DistributedSampler, ShardSampler)
 
 
 def consumed_at(yielded: int, samples: int, batch_size: int, drop_last: bool) -> int:
@@ -108,14 +114,14 @@ class ElasticSampler:
             sampler, size, drop = root.sampler, root.batch_size, root.drop_last
         else:
             sampler, size, drop = root, 1, False
-        if type(sampler) not in (DistributedSampler, ShardSampler):
+        if not _builtin(sampler):
             what = "no index sampler (an IterableDataset)" if root is None else f"{type(sampler).__name__}"
             return cls(root, None, 1, False, f"its sampler is {what}, not a DistributedSampler or ShardSampler "
                        "(with the loader's own or a built-in BatchSampler)")
         refusal = None if in_order else (
             "in_order=False: its batches come in completion order, so the resumed epoch's position "
             "could not be saved again")
-        return cls(root, sampler, size, drop, refusal)
+        return cls(root, cast(ElasticMixin, sampler), size, drop, refusal)
 
     def record(self, sampler_state: Any, yielded: int) -> dict[str, Any] | None:
         """The ``"elastic"`` record of a state at ``yielded`` batches of the epoch whose start

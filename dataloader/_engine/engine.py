@@ -163,7 +163,7 @@ class Engine:
         with self.mutex():
             return self._resume.state_dict(self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> None:
         """``DataLoader.load_state_dict`` (its Raises apply)."""
         with self.mutex():
             sd = self._resume.load(state_dict, self.options.dataset, workers=self.plan.num_workers)

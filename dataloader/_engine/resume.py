@@ -21,7 +21,21 @@ dataset):
   position (below);
 - ``"loader"``: how this loader cuts its epochs (dataset length, batch size, ``drop_last``,
   sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
-  checks against the new loader (``dataloader._engine.resume_checks``).
+  checks against the new loader (``dataloader._engine.resume_checks``);
+- ``"elastic"`` (optional on load; None when the loader's sampler is not a built-in
+  ``DistributedSampler`` / ``ShardSampler``): what a resume on another number of ranks needs:
+  ``"sampler"`` (its class name), ``"world_size"`` and ``"rank"`` at save time, the sampler's
+  ``"n"``, ``"seed"``, ``"shuffle"``, ``"drop_last"``, this rank's share of the epoch
+  (``"samples"``), the samples of it consumed (``"consumed"``) and the epoch's global position
+  (``"position"``: samples of the global order consumed by all ranks together if every rank is
+  at this ``yielded``; ``consumed * world_size`` for ``DistributedSampler``).  Recomputed at each
+  save; ``dataloader._engine.elastic`` says how ``load_state_dict`` uses it.  In an epoch that
+  was itself resumed elastically, the sampler's state (``"sampler"``) holds the cuts made so
+  far (``"elastic"``, ``dataloader._sampling.elastic``).
+
+``load_state_dict`` also takes a state saved at another world size (one state: all old ranks
+stopped at the same step) or the list of all old ranks' states (ranks at different steps):
+``dataloader._engine.elastic`` turns it into this rank's start of the epoch's remainder.
 
 The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
 the dataset's state after each batch of a stream, and every state loaded; a state object
