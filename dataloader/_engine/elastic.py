@@ -115,7 +115,8 @@ class ElasticSampler:
         else:
             sampler, size, drop = root, 1, False
         if not _builtin(sampler):
-            what = "no index sampler (an IterableDataset)" if root is None else f"{type(sampler).__name__}"
+            kind = type(sampler)
+            what = "no index sampler (an IterableDataset)" if root is None else f"{kind.__module__}.{kind.__qualname__}"
             return cls(root, None, 1, False, f"its sampler is {what}, not a DistributedSampler or ShardSampler "
                        "(with the loader's own or a built-in BatchSampler)")
         refusal = None if in_order else (
