@@ -136,7 +136,7 @@ class ElasticSampler:
         epoch = inner.get("epoch", 0) if isinstance(inner, dict) else 0
         order = sampler.elastic_order(levels, epoch) if levels else None
         world = p["world_size"]
-        shares = [order.share(world, r) if order is not None else share(sampler._rule, p["n"], world, r, p["drop_last"])
+        shares = [order.share(world, r) if order is not None else share(sampler.elastic_rule, p["n"], world, r, p["drop_last"])
                   for r in range(world)]
         counts = [consumed_at(yielded, s, self.batch_size, self.drop_last) for s in shares]
         return {"sampler": type(sampler).__name__, "world_size": world, "rank": p["rank"], "n": p["n"],
@@ -225,7 +225,7 @@ class ElasticSampler:
             size = saved.get("batch_size") or 1
             drop = bool(saved.get("drop_last"))
             counts = [consumed_at(yielded, old.share(world, r) if old is not None
-                                  else share(sampler._rule, p["n"], world, r, p["drop_last"]), size, drop)
+                                  else share(sampler.elastic_rule, p["n"], world, r, p["drop_last"]), size, drop)
                       for r in range(world)]
         if any(counts):
             levels = [*levels, (world, list(counts))]

@@ -58,6 +58,11 @@ class ElasticMixin(ResumableMixin):
     _rule = "distributed"
     _remainder: tuple[int, list[tuple[int, list[int]]]] | None = None  # (epoch, levels), pending
 
+    @property
+    def elastic_rule(self) -> str:
+        """How this sampler splits an epoch's sequence: ``"distributed"`` or ``"shard"``."""
+        return self._rule
+
     def elastic_params(self) -> dict[str, Any]:
         """What the remainder's order depends on: ``n``, ``seed``, ``shuffle``, ``drop_last``,
         ``world_size``, ``rank`` (the values an elastic state records and checks)."""
