@@ -63,6 +63,7 @@ from dataloader._validate import check_int
 __all__ = ["ElasticSampler", "RECORD_KEYS"]
 
 RECORD_KEYS = ("sampler", "world_size", "rank", "n", "seed", "shuffle", "drop_last", "samples", "consumed", "position")
+_STATE_KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
 _SHARED = ("sampler", "world_size", "n", "seed", "shuffle", "drop_last")  # equal on every rank
 _MINE = ("sampler", "n", "seed", "shuffle", "drop_last")  # equal to this loader's
 
@@ -204,6 +205,7 @@ class ElasticSampler:
         gives the loader's seed, epoch and dataset state, ``rec`` the old sampler's record."""
         sampler = self.sampler
         assert sampler is not None
+        check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic"))
         p = {"sampler": type(sampler).__name__, **sampler.elastic_params()}
         for key in _MINE:
             if rec[key] != p[key]:
@@ -211,7 +213,7 @@ class ElasticSampler:
                     f"DataLoader state was saved with a sampler of {key}={rec[key]!r}; this loader's has "
                     f"{key}={p[key]!r}: the remainder of the saved epoch would be other rows here"
                 )
-        inner = _inner_state(first.get("sampler"))
+        inner = _inner_state(first["sampler"])
         if not isinstance(inner, dict) or "epoch" not in inner:
             raise ValueError("DataLoader state 'sampler' holds no sampler epoch: it cannot be resumed elastically")
         name = rec["sampler"]
@@ -220,7 +222,7 @@ class ElasticSampler:
         world = rec["world_size"]
         if counts is None:  # one state: every old rank stopped at its yielded
             old = sampler.elastic_order(levels, epoch) if levels else None
-            yielded = check_int(first.get("yielded"), "DataLoader state 'yielded'", minimum=0)
+            yielded = check_int(first["yielded"], "DataLoader state 'yielded'", minimum=0)
             saved = first.get("loader") or {}
             size = saved.get("batch_size") or 1
             drop = bool(saved.get("drop_last"))
@@ -235,9 +237,9 @@ class ElasticSampler:
         state.pop("elastic", None)
         if levels:
             state["elastic"] = [{"world_size": w, "consumed": c} for w, c in levels]
-        return {"version": first.get("version"), "seed": first.get("seed"), "epoch": first.get("epoch"),
+        return {"version": first["version"], "seed": first["seed"], "epoch": first["epoch"],
                 "yielded": 0, "sampler": {"sampler": state, "start": 0} if self.root is not sampler else state,
-                "dataset": first.get("dataset"), "loader": mine}
+                "dataset": first["dataset"], "loader": mine}
 
 
 def _check_record(record: object, where: str) -> dict[str, Any]:
