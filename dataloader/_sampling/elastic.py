@@ -138,15 +138,26 @@ def shard_base(n: int, world: int, seed: int, epoch: int, shuffle: bool) -> Any:
     bounds = shard_bounds(n, world)
     perms: dict[int, Any] = {}  # built on first use; the consumer thread's own
 
+    def take(s: int, x: np.ndarray) -> np.ndarray:
+        lo = int(bounds[s])
+        if s not in perms:
+            perms[s] = seeded_permutation(int(bounds[s + 1]) - lo, seed, epoch)
+        out: np.ndarray = perms[s].take(np.ascontiguousarray(x - lo))
+        out += lo
+        return out
+
     def indices(x: np.ndarray) -> np.ndarray:
+        if not len(x):
+            return x
+        first, last = (np.searchsorted(bounds, [x.min(), x.max()], side="right") - 1).tolist()
+        if first == last:  # the usual chunk: inside one shard
+            return take(first, x)
         out = np.empty_like(x)
         shard = np.searchsorted(bounds, x, side="right") - 1
-        for s in np.unique(shard).tolist():
+        for s in range(first, last + 1):
             mask = shard == s
-            lo = int(bounds[s])
-            if s not in perms:
-                perms[s] = seeded_permutation(int(bounds[s + 1]) - lo, seed, epoch)
-            out[mask] = perms[s].take(np.ascontiguousarray(x[mask] - lo)) + lo
+            if mask.any():
+                out[mask] = take(s, x[mask])
         return out
 
     return indices

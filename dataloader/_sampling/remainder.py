@@ -150,6 +150,13 @@ class Level:
     def index(self, i: np.ndarray) -> np.ndarray:
         """The sequence's positions of remainder positions ``i`` (int64, each in ``[0, len)``)."""
         x = i + np.searchsorted(self._holes, i, side="right") if len(self._holes) else i
+        if self._rows is not None and len(self._rows[1]) == 1:  # one segment (ranks in step)
+            row0, width, _, flat, world = self._rows
+            rows, cols = np.divmod(x, int(width[0]))  # scalar divisor
+            rows += int(row0[0])
+            rows *= world
+            rows += flat[cols]
+            return rows
         seg = np.searchsorted(self._cum, x, side="right") - 1
         off = x - self._cum[seg]
         if self._rows is None:
