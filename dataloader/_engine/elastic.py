@@ -133,16 +133,26 @@ class ElasticSampler:
             return None
         p = sampler.elastic_params()
         inner = _inner_state(sampler_state)
-        levels = check_levels(inner.get("elastic", []), type(sampler).__name__) if isinstance(inner, dict) else []
-        epoch = inner.get("epoch", 0) if isinstance(inner, dict) else 0
-        order = sampler.elastic_order(levels, epoch) if levels else None
-        world = p["world_size"]
-        shares = [order.share(world, r) if order is not None else share(sampler.elastic_rule, p["n"], world, r, p["drop_last"])
-                  for r in range(world)]
-        counts = [consumed_at(yielded, s, self.batch_size, self.drop_last) for s in shares]
+        s = p["n"]  # the epoch's sequence: the sampler's, or what earlier cuts left of it
+        if isinstance(inner, dict) and inner.get("elastic"):
+            levels = check_levels(inner["elastic"], type(sampler).__name__)
+            s = sampler.elastic_order(levels, inner.get("epoch", 0)).length
+        world, rule = p["world_size"], sampler.elastic_rule
+        mine = share(rule, s, world, p["rank"], p["drop_last"])
         return {"sampler": type(sampler).__name__, "world_size": world, "rank": p["rank"], "n": p["n"],
-                "seed": p["seed"], "shuffle": p["shuffle"], "drop_last": p["drop_last"],
-                "samples": shares[p["rank"]], "consumed": counts[p["rank"]], "position": sum(counts)}
+                "seed": p["seed"], "shuffle": p["shuffle"], "drop_last": p["drop_last"], "samples": mine,
+                "consumed": consumed_at(yielded, mine, self.batch_size, self.drop_last),
+                "position": self._position(rule, s, world, yielded, p["drop_last"])}
+
+    def _position(self, rule: str, s: int, world: int, yielded: int, drop_last: bool) -> int:
+        """Samples consumed by all ``world`` ranks at ``yielded`` batches each, in O(1): the
+        ``"shard"`` shares are ``s // world`` or one more (``s % world`` of them), the
+        ``"distributed"`` ones all equal."""
+        size, drop = self.batch_size, self.drop_last
+        if rule == "shard":
+            q, m = divmod(s, world)
+            return (world - m) * consumed_at(yielded, q, size, drop) + m * consumed_at(yielded, q + 1, size, drop)
+        return world * consumed_at(yielded, share(rule, s, world, 0, drop_last), size, drop)
 
     # -- loading ---------------------------------------------------------------------------
 

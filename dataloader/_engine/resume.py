@@ -224,8 +224,12 @@ class Resumer:
                 ``load_state_dict`` and with ``num_workers > 0``.
         """
         if self._pending is not None:  # loaded and not started yet: saving gives it back
-            return copy.deepcopy(self._pending)
-        return copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+            sd = copy.deepcopy(self._pending)
+        else:
+            sd = copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+        # Built new from ints (nothing to copy), after the copy: what another world size needs.
+        sd["elastic"] = self._elastic.record(sd["sampler"], sd["yielded"]) if self._elastic is not None else None
+        return sd
 
     def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
         progress = self._progress
@@ -264,8 +268,7 @@ class Resumer:
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
                 "sampler": sampler, "dataset": dataset,
-                "loader": self._layout.describe() if self._layout is not None else None,
-                "elastic": self._elastic.record(sampler, yielded) if self._elastic is not None else None}
+                "loader": self._layout.describe() if self._layout is not None else None}
 
     def load(self, sd: object, dataset: Any, *, workers: int) -> dict[str, Any]:
         """Validate ``sd`` and apply its sampler state; the rest applies to the next epoch.

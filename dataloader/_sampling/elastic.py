@@ -167,5 +167,12 @@ def distributed_base(n: int, seed: int, epoch: int, shuffle: bool) -> Any:
     """Positions of ``DistributedSampler``'s epoch order to dataset indices."""
     if not shuffle or not n:
         return lambda x: x
-    perm = seeded_permutation(n, seed, epoch)
-    return lambda x: perm.take(np.ascontiguousarray(x))
+    perms: list[Any] = []  # built on first use (a length needs no permutation)
+
+    def indices(x: np.ndarray) -> np.ndarray:
+        if not perms:
+            perms.append(seeded_permutation(n, seed, epoch))
+        out: np.ndarray = perms[0].take(np.ascontiguousarray(x))
+        return out
+
+    return indices
