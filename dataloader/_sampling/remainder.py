@@ -150,13 +150,13 @@ class Level:
     def index(self, i: np.ndarray) -> np.ndarray:
         """The sequence's positions of remainder positions ``i`` (int64, each in ``[0, len)``)."""
         x = i + np.searchsorted(self._holes, i, side="right") if len(self._holes) else i
-        if self._rows is not None and len(self._rows[1]) == 1:  # one segment (ranks in step)
-            row0, width, _, flat, world = self._rows
-            rows, cols = np.divmod(x, int(width[0]))  # scalar divisor
-            rows += int(row0[0])
-            rows *= world
-            rows += flat[cols]
-            return rows
+        if len(x) > 1 and bool((x[1:] >= x[:-1]).all()):  # ascending (a rank's chunk): by segment
+            out = np.empty_like(x)
+            cuts = np.searchsorted(x, self._cum).tolist()
+            for k, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+                if hi > lo:
+                    out[lo:hi] = self._in_segment(k, x[lo:hi])
+            return out
         seg = np.searchsorted(self._cum, x, side="right") - 1
         off = x - self._cum[seg]
         if self._rows is None:
@@ -164,6 +164,18 @@ class Level:
         row0, width, col0, flat, world = self._rows
         w = width[seg]
         return (row0[seg] + off // w) * world + flat[col0[seg] + off % w]
+
+    def _in_segment(self, k: int, x: np.ndarray) -> np.ndarray:
+        """Positions of segment ``k``'s entries ``x`` (all in it), with scalar divisors."""
+        if self._rows is None:  # a run of plain positions
+            return x + (int(self._starts[k]) - int(self._cum[k]))
+        row0, width, col0, flat, world = self._rows
+        w, c0 = int(width[k]), int(col0[k])
+        rows, cols = np.divmod(x - int(self._cum[k]), w)
+        rows += int(row0[k])
+        rows *= world
+        rows += flat[c0 : c0 + w][cols]
+        return rows
 
 
 def _taken(q: int, world: int, consumed: list[int]) -> bool:
