@@ -26,7 +26,10 @@ loader's, or with a list of states, resolves them here into one state of this lo
 - one state (``dict``): every old rank stopped after the same number of batches (synchronous
   training), so each old rank's consumed count follows from ``yielded``, the old
   ``batch_size`` and ``drop_last`` and its share;
-- a list of the ``N`` old ranks' states, one per rank (any order): each rank's own count.  With
+- a list of the ``N`` old ranks' states, one per rank (any order): each rank's count from its
+  own ``yielded`` (the states must agree on the old ``batch_size`` and ``drop_last``).  The
+  counts always come from ``"yielded"``, not from the record, so an edited ``yielded`` is a
+  seek there too.  With
   ``N`` equal to this world size it is today's resume of this rank's own state; otherwise
   the loader's own seed (worker seeds, ``item_rng``; not the sampler's) is taken from the old
   rank of number ``rank % N``;
@@ -181,7 +184,8 @@ class ElasticSampler:
                 f"DataLoader state was saved with world_size={old}; this loader has world_size={world}, "
                 f"and it cannot be resumed elastically: {why}"
             )
-        return self._merge(state, _check_record(state["elastic"], ""), None, mine)
+        rec = _check_record(state["elastic"], "")
+        return self._merge(state, rec, [state.get("yielded")] * rec["world_size"], mine)
 
     def _from_list(self, states: list[Any], mine: dict[str, Any]) -> dict[str, Any]:
         if not states:
@@ -206,13 +210,14 @@ class ElasticSampler:
             return states[mine["rank"]]  # the same world: this rank's own state, resumed as today
         # The loader's own seed (worker seeds, item_rng) is the old rank's of this rank number.
         first = states[mine["rank"] % len(states)]
-        return self._merge(first, records[0], [r["consumed"] for r in records], mine)
+        return self._merge(first, records[0], [sd["yielded"] for sd in states], mine)
 
-    def _merge(self, first: dict[str, Any], rec: dict[str, Any], counts: list[int] | None,
+    def _merge(self, first: dict[str, Any], rec: dict[str, Any], steps: list[Any],
                mine: dict[str, Any]) -> dict[str, Any]:
         """One state of this loader: the saved epoch's remainder after the old ranks' cut
-        (``counts``, or those of ranks all at ``first``'s ``yielded`` when None); ``first``
-        gives the loader's seed, epoch and dataset state, ``rec`` the old sampler's record."""
+        (old rank ``r`` at ``steps[r]`` batches, ``"yielded"``: an edited one counts, as for
+        a seek); ``first`` gives the loader's seed, epoch and dataset state, ``rec`` the old
+        sampler's record."""
         sampler = self.sampler
         assert sampler is not None
         check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic"))
@@ -230,15 +235,12 @@ class ElasticSampler:
         epoch = check_int(inner["epoch"], f"{name} state 'epoch'", minimum=0)
         levels = check_levels(inner.get("elastic", []), name)
         world = rec["world_size"]
-        if counts is None:  # one state: every old rank stopped at its yielded
-            old = sampler.elastic_order(levels, epoch) if levels else None
-            yielded = check_int(first["yielded"], "DataLoader state 'yielded'", minimum=0)
-            saved = first.get("loader") or {}
-            size = saved.get("batch_size") or 1
-            drop = bool(saved.get("drop_last"))
-            counts = [consumed_at(yielded, old.share(world, r) if old is not None
-                                  else share(sampler.elastic_rule, p["n"], world, r, p["drop_last"]), size, drop)
-                      for r in range(world)]
+        s = sampler.elastic_order(levels, epoch).length if levels else p["n"]  # the sequence cut
+        saved = first["loader"] if isinstance(first.get("loader"), dict) else {}
+        size, drop = saved.get("batch_size") or 1, bool(saved.get("drop_last"))  # the old batches
+        counts = [consumed_at(check_int(k, "DataLoader state 'yielded'", minimum=0),
+                              share(sampler.elastic_rule, s, world, r, p["drop_last"]), size, drop)
+                  for r, k in enumerate(steps)]
         if any(counts):
             levels = [*levels, (world, list(counts))]
         if levels:
@@ -269,6 +271,8 @@ def _check_consistent(states: list[dict[str, Any]], records: list[dict[str, Any]
         pairs = [(f"'{k}'", sd.get(k), first.get(k)) for k in ("version", "epoch")]
         pairs += [(f"'elastic' '{k}'", r[k], rec[k]) for k in _SHARED]
         pairs += [(f"sampler '{k}'", _get(inner, k), _get(inner0, k)) for k in ("epoch", "elastic")]
+        pairs += [(f"'loader' '{k}'", _get(sd.get("loader"), k), _get(first.get("loader"), k))
+                  for k in ("batch_size", "drop_last")]
         for what, value, value0 in pairs:
             if value != value0:
                 raise ValueError(
