@@ -45,9 +45,10 @@ that a sampler passed by the user keeps its own epoch counter in ``"sampler"`` (
 one's ``{"start": 0, "epoch": e, ...}``, under ``BatchSampler``'s ``{"sampler": ...,
 "start": 0}``): edit its ``"epoch"`` too (the loader's own ``RandomSampler`` takes the
 top-level one).  ``"seed"`` may be edited (another run's order); ``"start"`` is written by
-the loader from ``"yielded"``; ``"loader"`` and ``"version"`` must stay as saved.  Fields for
-elastic resume (the global position, world size and rank at saving) are documented with
-them ("Elastic resume").
+the loader from ``"yielded"``; ``"loader"`` and ``"version"`` must stay as saved.
+``"elastic"`` is written again by every ``state_dict()`` (an elastic resume counts each old
+rank from its ``"yielded"``, so an edited ``"yielded"`` is a seek there too); the sampler
+state's ``"elastic"`` cuts, in a resized epoch, must stay as saved.
 
 The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
 the dataset's state after each batch of a stream, and every state loaded; a state object
