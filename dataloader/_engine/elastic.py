@@ -3,7 +3,8 @@
 What a state records (``"elastic"``, beside ``"loader"``; None when the loader's sampler is not
 one that can be resumed elastically): for a loader whose index sampler is a
 ``DistributedSampler`` or a ``ShardSampler`` (not a subclass), batched by the loader (or by a
-``BatchSampler`` given to it) or not batched at all:
+``BatchSampler`` given to it; torch's ``BatchSampler`` in ``dataloader.torch``, whose sampler
+state keeps our sampler's under ``"samplers"``) or not batched at all:
 
 - ``"sampler"``: ``"DistributedSampler"`` or ``"ShardSampler"``;
 - ``"world_size"``, ``"rank"``: the sampler's number of ranks and its rank;
@@ -72,11 +73,21 @@ _MINE = ("sampler", "n", "seed", "shuffle", "drop_last")  # equal to this loader
 
 
 def _inner_state(sampler_state: Any) -> Any:
-    """The index sampler's part of a loader's ``"sampler"`` state (a ``BatchSampler``'s, or
-    the sampler's own with ``batch_size=None``)."""
+    """The index sampler's part of a loader's ``"sampler"`` state (a ``BatchSampler``'s, the
+    sampler's own with ``batch_size=None``, or ``dataloader.torch``'s ``"samplers"`` list of
+    the samplers of ours inside torch's ``BatchSampler``)."""
     if isinstance(sampler_state, dict) and isinstance(sampler_state.get("sampler"), dict):
         return sampler_state["sampler"]
+    if isinstance(sampler_state, dict) and isinstance(sampler_state.get("samplers"), list):
+        ours = sampler_state["samplers"]
+        return ours[0] if len(ours) == 1 else None
     return sampler_state
+
+
+def _torch_batches(root: object) -> bool:
+    """``root`` is torch's ``BatchSampler`` (``dataloader.torch``; torch is not imported here)."""
+    kind = type(root)
+    return kind.__name__ == "BatchSampler" and kind.__module__.startswith("torch.utils.data")
 
 
 def _builtin(sampler: object) -> bool:
@@ -114,7 +125,7 @@ class ElasticSampler:
     @classmethod
     def of(cls, root: Any, in_order: bool) -> ElasticSampler:
         """The elastic part of a loader iterating ``root``."""
-        if type(root) is BatchSampler:
+        if type(root) is BatchSampler or _torch_batches(root):
             sampler, size, drop = root.sampler, root.batch_size, root.drop_last
         else:
             sampler, size, drop = root, 1, False
@@ -122,7 +133,7 @@ class ElasticSampler:
             kind = type(sampler)
             what = "no index sampler (an IterableDataset)" if root is None else f"{kind.__module__}.{kind.__qualname__}"
             return cls(root, None, 1, False, f"its sampler is {what}, not a DistributedSampler or ShardSampler "
-                       "(with the loader's own or a built-in BatchSampler)")
+                       "(with the loader's own or a BatchSampler)")
         refusal = None if in_order else (
             "in_order=False: its batches come in completion order, so the resumed epoch's position "
             "could not be saved again")
@@ -178,7 +189,7 @@ class ElasticSampler:
         why = self.refusal
         if why is None and state.get("elastic") is None:
             why = ("the state has no 'elastic' record: the saving loader's sampler was not a "
-                   "DistributedSampler or ShardSampler (with a built-in BatchSampler)")
+                   "DistributedSampler or ShardSampler (with a BatchSampler)")
         if why is not None:
             raise ValueError(
                 f"DataLoader state was saved with world_size={old}; this loader has world_size={world}, "
@@ -200,7 +211,7 @@ class ElasticSampler:
             if sd.get("elastic") is None:
                 raise ValueError(
                     f"state [{i}] of the list has no 'elastic' record: its loader's sampler was not a "
-                    "DistributedSampler or ShardSampler (with a built-in BatchSampler)"
+                    "DistributedSampler or ShardSampler (with a BatchSampler)"
                 )
             records.append(_check_record(sd["elastic"], f" [{i}]"))
         _check_consistent(states, records)
@@ -249,9 +260,17 @@ class ElasticSampler:
         state.pop("elastic", None)
         if levels:
             state["elastic"] = [{"world_size": w, "consumed": c} for w, c in levels]
-        return {"version": first["version"], "seed": first["seed"], "epoch": first["epoch"],
-                "yielded": 0, "sampler": {"sampler": state, "start": 0} if self.root is not sampler else state,
-                "dataset": first["dataset"], "loader": mine}
+        return {"version": first["version"], "seed": first["seed"], "epoch": first["epoch"], "yielded": 0,
+                "sampler": self._wrapped(state, first["sampler"]), "dataset": first["dataset"], "loader": mine}
+
+    def _wrapped(self, state: dict[str, Any], saved: Any) -> Any:
+        """The loader's ``"sampler"`` state around the index sampler's ``state`` (the saved
+        one's other parts kept: ``dataloader.torch``'s generators and draws)."""
+        if self.root is self.sampler:
+            return state
+        if _torch_batches(self.root):
+            return {**saved, "samplers": [state]}
+        return {"sampler": state, "start": 0}
 
 
 def _check_record(record: object, where: str) -> dict[str, Any]:
