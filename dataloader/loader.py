@@ -110,7 +110,8 @@ class DataLoader(Generic[T_co]):
             same seed and epoch) until the longest stream ends (each yields as many as the
             longest; an empty stream cannot pad: every rank raises ``ValueError``).  Agreed by
             one ``all_reduce`` of 4 int64 per batch on the consumer thread before ``next()``
-            returns (about 0.1 ms with gloo on one machine, docs/benchmarks.md), so every rank
+            returns (1-2 ms per batch measured with gloo, 2 ranks on a loaded 2-core machine:
+            docs/benchmarks.md), so every rank
             must iterate each epoch to its end, or ``close()`` it when it stops early (which
             tells the others to stop at their next step).  Needs torch and an initialised
             ``torch.distributed`` (or ``process_group``): ``iter()`` raises ``RuntimeError``
@@ -250,7 +251,9 @@ class DataLoader(Generic[T_co]):
         still open gets a pool of its own, shut down when that epoch closes.
 
         Raises:
-            RuntimeError: worker threads could not be started.
+            RuntimeError: worker threads could not be started; with ``even_batches``, torch is
+                missing or ``torch.distributed`` is not initialised and no ``process_group``
+                was given.
         """
         return self._engine.iter(self, self._epoch_seed)
 
