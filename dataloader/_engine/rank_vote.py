@@ -59,10 +59,10 @@ class RankVote:
     """
 
     def __init__(self, process_group: Any = None) -> None:
-        try:
+        try:  # lazy: torch is optional, and only this option needs it
             import torch
             import torch.distributed as dist
-        except ImportError as exc:  # torch is optional: only this option needs it
+        except ImportError as exc:
             raise RuntimeError("even_batches needs torch.distributed (install torch), or use even_batches=None") from exc
         if process_group is None and not (dist.is_available() and dist.is_initialized()):
             raise RuntimeError(

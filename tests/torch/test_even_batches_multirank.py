@@ -36,3 +36,17 @@ def test_skewed_streams_take_equal_steps_on_every_rank(tmp_path, world):
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     assert (tmp_path / "ok").read_text() == f"ok {world}\n"
+
+
+def test_the_torch_face_takes_even_batches_and_checks_it():
+    from dataloader import IterableDataset
+    from dataloader.torch import DataLoader
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(6))
+
+    loader = DataLoader(Stream(), batch_size=2, even_batches="drop")
+    assert loader.even_batches == "drop" and loader.process_group is None
+    with pytest.raises(ValueError, match="applies to an IterableDataset"):
+        DataLoader(list(range(6)), batch_size=2, even_batches="pad")
