@@ -85,6 +85,12 @@ class EvenEpoch(EpochIterator):
         self._padding = False  # this rank's stream ended and it repeats its epoch
         self._batches = 0  # batches of its own stream this rank returned
 
+    def __len__(self) -> int:
+        raise TypeError(
+            "an epoch with even_batches has no length: the ranks agree on it as it goes (len(loader) "
+            "is this rank's own count)"
+        )
+
     def _next(self) -> Any:
         if self._finished:
             raise StopIteration
@@ -108,7 +114,12 @@ class EvenEpoch(EpochIterator):
         assert self._vote is not None
         quit_ = self._state is CLOSING
         empty = ended and not self._padding and self._batches == 0
-        return self._vote.vote(Flags(int(ended), int(has and not quit_), int(empty), int(quit_)))
+        try:
+            return self._vote.vote(Flags(int(ended), int(has and not quit_), int(empty), int(quit_)))
+        except BaseException:  # the group failed (or Ctrl-C): no later vote could meet the others'
+            self._finished = True
+            self.close()
+            raise
 
     def _ends(self, said: Flags, *, taken: bool) -> bool:
         """Whether the epoch ends at this step on every rank (then it is closed here).

@@ -272,3 +272,24 @@ def test_even_batches_off_imports_no_torch():
             "assert len(list(DataLoader(S(), batch_size=2))) == 4\n"
             "assert 'torch' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_a_failed_vote_ends_the_epoch_and_close_does_not_vote_again(fake_ranks):
+    class Broken:
+        calls = 0
+
+        def vote(self, mine):
+            Broken.calls += 1
+            raise RuntimeError("the process group is gone")
+
+    loader = DataLoader(Rows(0, 8), batch_size=2, even_batches="drop", process_group=Broken())
+    it = iter(loader)
+    with pytest.raises(RuntimeError, match="the process group is gone"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    it.close()
+    loader.close()
+    assert Broken.calls == 1
+    with pytest.raises(TypeError, match="agree on it as it goes"):
+        len(iter(DataLoader(Rows(0, 8), batch_size=2, even_batches="pad", process_group=Broken())))
