@@ -160,6 +160,10 @@ class EvenEpoch(EpochIterator):
         self._vote.vote(_QUIT)
         self._end(complete=False, taken=taken)
 
+    def withdraw(self) -> None:
+        self._finished = True  # never handed out (DataLoader.start's): no step, no vote
+        self.close()
+
     def _take(self) -> tuple[Any, bool]:
         """The current pass's next batch (a ``Failure`` for a batch that raised) and whether
         there was one."""

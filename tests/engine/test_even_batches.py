@@ -293,3 +293,16 @@ def test_a_failed_vote_ends_the_epoch_and_close_does_not_vote_again(fake_ranks):
     assert Broken.calls == 1
     with pytest.raises(TypeError, match="agree on it as it goes"):
         len(iter(DataLoader(Rows(0, 8), batch_size=2, even_batches="pad", process_group=Broken())))
+
+
+def test_a_started_epoch_votes_from_its_first_next_and_one_never_handed_out_does_not_vote(fake_ranks):
+    def body(r, loader):
+        loader.start()  # filled ahead; no vote yet
+        got = rows_of(loader)
+        loader.start()
+        loader.close()  # the started epoch was never handed out: no vote (the others would not meet it)
+        return got
+
+    out, world = run_ranks([6, 20], body, batch_size=4, even_batches="drop", num_workers=2)
+    assert [len(b) for b in out] == [2, 2]
+    assert world.votes == [3, 3]
