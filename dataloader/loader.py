@@ -101,6 +101,24 @@ class DataLoader(Generic[T_co]):
         seed: base seed (int >= 0) for shuffling, worker seeds and ``item_rng``;
             epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
             from the OS at construction.
+        even_batches: equal steps on every rank for an ``IterableDataset`` sharded across
+            ranks (DDP/FSDP hang when one rank takes fewer steps).  None (default): each rank
+            yields its own stream's batches, nothing agreed, no cost.  ``"drop"``: every rank
+            ends the epoch when the first rank's stream ends (each yields as many batches as the
+            shortest; no rank yields a batch another does not).  ``"pad"``: a rank whose stream
+            ended starts its epoch again from the beginning (``iter()`` of its dataset again,
+            same seed and epoch) until the longest stream ends (each yields as many as the
+            longest; an empty stream cannot pad: every rank raises ``ValueError``).  Agreed by
+            one ``all_reduce`` of 4 int64 per batch on the consumer thread before ``next()``
+            returns (1-2 ms per batch measured with gloo, 2 ranks on a loaded 2-core machine:
+            docs/benchmarks.md), so every rank
+            must iterate each epoch to its end, or ``close()`` it when it stops early (which
+            tells the others to stop at their next step).  Needs torch and an initialised
+            ``torch.distributed`` (or ``process_group``): ``iter()`` raises ``RuntimeError``
+            otherwise.  A map-style dataset is refused (``ValueError``): its sampler already
+            gives equal steps (``DistributedSampler``).  See ``dataloader._engine.even``.
+        process_group: the ``torch.distributed`` group the ranks agree in (``even_batches``
+            only); None: the default group.  A loader with a group does not pickle.
 
     Thread-safety: epochs are independent (nested loops, ``zip(loader, loader)``
     and several threads each iterating the loader work, as in PyTorch): each
@@ -144,6 +162,8 @@ class DataLoader(Generic[T_co]):
     prefetch_depth: int
     item_concurrency: int
     transform: Callable[[Any], Any] | None
+    even_batches: str | None
+    process_group: Any
 
     def __init__(
         self,
@@ -167,6 +187,8 @@ class DataLoader(Generic[T_co]):
         item_concurrency: int = 1,
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
+        even_batches: str | None = None,
+        process_group: Any = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
@@ -177,7 +199,7 @@ class DataLoader(Generic[T_co]):
             pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
             in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
-            transform=transform, seed=seed,
+            transform=transform, seed=seed, even_batches=even_batches, process_group=process_group,
         )
         for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
             setattr(self, name, value)
@@ -229,7 +251,9 @@ class DataLoader(Generic[T_co]):
         still open gets a pool of its own, shut down when that epoch closes.
 
         Raises:
-            RuntimeError: worker threads could not be started.
+            RuntimeError: worker threads could not be started; with ``even_batches``, torch is
+                missing or ``torch.distributed`` is not initialised and no ``process_group``
+                was given.
         """
         return self._engine.iter(self, self._epoch_seed)
 
