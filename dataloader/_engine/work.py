@@ -77,7 +77,13 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         tune, size, jobs = shared.tune, shared.size, shared.jobs
         native = source.native if jobs is not None else None
         rec = native.recorder(worker_id) if native is not None else None  # None: no native jobs here
+        # An async epoch's workers claim batches ahead (async_build.work_ahead); not under
+        # "auto"'s gate, which may withdraw a worker holding them.
+        ahead = source.ahead_loop(worker_id) if tune is None else None
         del shared, source, native
+        if ahead is not None:
+            ahead(window, ref, worker_id)
+            return
         set_worker = _context.set_worker
         set_worker(None)
         claim, complete = window.claim, window.complete
