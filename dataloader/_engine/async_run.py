@@ -95,16 +95,16 @@ class Feed:
 
     def fill(self) -> None:
         """Start items, oldest batch first, while a slot is free; claim a batch if none is left."""
-        for run in self.runs:
+        for run in tuple(self.runs):  # a batch whose item failed to start may end (done) meanwhile
             if self.in_flight >= self.limit:
                 return
             run.fill()
         last = self.last
         if (self.claim is not None and self.in_flight < self.limit and last is not None and last.ended > 0
                 and not self.owner.stopping):
-            run = self.claim()
-            if run is not None:
-                self.add(run)
+            claimed = self.claim()
+            if claimed is not None:
+                self.add(claimed)
 
     def done(self, run: BatchRun) -> None:
         self.owner.batches.discard(run)
