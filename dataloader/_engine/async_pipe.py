@@ -27,7 +27,7 @@ from typing import Any
 from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.async_loop import LoopRun
-from dataloader._engine.async_run import BEGUN, ENDED, KEPT, PARKED, STOPPED, BatchRun, Feed
+from dataloader._engine.async_run import BEGUN, ENDED, PARKED, STOPPED, BatchRun, Feed
 
 __all__ = ["ASYNC_POLL_S", "EpochCancelled", "Pipeline", "Sink"]
 
@@ -154,10 +154,9 @@ class Pipeline:
         try:
             if pos >= 0:
                 self._put(sink, pos, ok, value)
-            elif pos == KEPT:
+            elif pos == ENDED:
                 for p, good, v in value:
                     self._put(sink, p, good, v)
-            elif pos == ENDED:
                 sink.done = True
             elif pos == BEGUN:
                 self.pending.append(sink)

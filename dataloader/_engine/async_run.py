@@ -17,9 +17,9 @@ result.  ``park`` stops the claims (the worker is about to sleep in the window's
 ``claim``, which must not race with one here): ``PARKED`` answers it.
 
 Messages on the builder's queue, each ``(sink, pos, ok, value)``, ``sink`` the builder's
-own object for the batch: ``pos >= 0`` an item's value (``ok``) or error; ``KEPT`` the
-batch's results at once, ``value`` a list of ``(pos, ok, value)`` (no transform: one
-wake-up a batch); ``ENDED`` the batch is done (every item has a value or an error);
+own object for the batch: ``pos >= 0`` an item's value (``ok``) or error; ``ENDED`` the
+batch is done (every item has a value or an error), ``value`` the results not sent yet, a
+list of ``(pos, ok, value)`` (without a transform, all of them: one wake-up a batch);
 ``BEGUN`` the feed claimed the batch; ``PARKED`` (``sink`` None) the feed claims no more;
 ``STOPPED`` (``sink`` None) the feed claims no more and cancelled its batches (``stop``).
 
@@ -42,9 +42,8 @@ from dataloader._engine.async_loop import LoopRun
 from dataloader._engine.errors import ItemCancelledError
 from dataloader._native._awaitable import is_awaitable
 
-__all__ = ["BEGUN", "ENDED", "KEPT", "PARKED", "STOPPED", "BatchRun", "Feed"]
+__all__ = ["BEGUN", "ENDED", "PARKED", "STOPPED", "BatchRun", "Feed"]
 
-KEPT = -1  # a message's pos: its value is a list of (pos, ok, value)
 ENDED = -2  # a message's pos: the batch is done (every item has a value or an error)
 BEGUN = -3  # a message's pos: the feed claimed the batch (its first message)
 PARKED = -4  # a message's pos: the feed claims no more batches
@@ -246,10 +245,8 @@ class BatchRun:
         if self.cancelled or self.stop_at is not None or self.next_pos >= len(self.indices):
             self.finished = True
             self.feed.done(self)
-            if self.kept:
-                self.feed.out.put((self.sink, KEPT, True, self.kept))
-                self.kept = []
-            self.feed.out.put((self.sink, ENDED, True, None))
+            kept, self.kept = self.kept, []
+            self.feed.out.put((self.sink, ENDED, True, kept))  # one message: one wake-up of the builder
 
     def _emit(self, pos: int, ok: bool, value: Any) -> None:
         if self.per_item:
