@@ -173,13 +173,39 @@ def bench_moto(items: int, size: int) -> dict[str, float] | None:
         server.stop()
 
 
+def bench_direct(port: int, items: int, in_flight: int) -> float:
+    """``HttpDataset``'s own coroutines on one event loop, ``in_flight`` at a time, no loader:
+    what the dataset costs over plain aiohttp, apart from the loader."""
+    from dataloader import HttpDataset, Locations, Template
+
+    ds = HttpDataset(Locations(Template(f"http://127.0.0.1:{port}/item/{{index}}"), length=items),
+                     max_connections=0)
+
+    async def run() -> float:
+        todo = iter(range(items))
+
+        async def client() -> int:
+            return sum([len(await ds[i]) > 0 for i in todo])
+
+        await asyncio.gather(*[ds[i] for i in range(in_flight)])  # warm-up: the connections
+        t0 = time.perf_counter()
+        n = sum(await asyncio.gather(*[client() for _ in range(in_flight)]))
+        rate = n / (time.perf_counter() - t0)
+        await ds.aclose()
+        return rate
+
+    return asyncio.run(run())
+
+
 def across_batches(port: int, items: int, rounds: int) -> dict[str, object]:
-    """Loaders with 64 in flight against plain aiohttp with 64, interleaved, as ratios."""
+    """Loaders with 64 in flight against plain aiohttp with 64, interleaved, as ratios (and
+    ``HttpDataset`` without a loader, the dataset's own share of the gap)."""
     contenders = {"w1_c64": (1, 64), "w2_c32": (2, 32)}
-    ratios: dict[str, list[float]] = {name: [] for name in contenders}
+    ratios: dict[str, list[float]] = {name: [] for name in (*contenders, "dataset_alone_64")}
     plain: list[float] = []
     for _ in range(rounds):
         got = {name: bench_loader(port, items, w, c)["items_per_s"] for name, (w, c) in contenders.items()}
+        got["dataset_alone_64"] = bench_direct(port, items, 64)
         plain.append(bench_plain(port, items, 64))
         for name, value in got.items():
             ratios[name].append(value / plain[-1])
