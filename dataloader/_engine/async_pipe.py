@@ -157,7 +157,7 @@ class Pipeline:
             elif pos == ENDED:
                 for p, good, v in value:
                     self._put(sink, p, good, v)
-                sink.done = True
+                sink.done, sink.run = True, None  # no cycle left: the run let go of the sink
             elif pos == BEGUN:
                 self.pending.append(sink)
         finally:
@@ -183,7 +183,8 @@ class Pipeline:
             tb = exc.__traceback__
             failed[:] = (pos, exc.with_traceback(tb.tb_next if tb is not None else None))  # not this frame
             try:
-                self.loop.call(sink.run.fail, pos)
+                if sink.run is not None:
+                    self.loop.call(sink.run.fail, pos)
             except RuntimeError:
                 pass
         finally:
@@ -199,7 +200,7 @@ class Pipeline:
             if everything:
                 self.parked = True
                 self.loop.call(self.feed.stop)
-            elif drop:
+            elif drop and drop[0].run is not None:
                 self.loop.call(drop[0].run.cancel)
         except RuntimeError:  # the loop was stopped: its stop cancelled them
             drop.clear()

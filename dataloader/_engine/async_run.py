@@ -30,7 +30,6 @@ only, so their state needs no lock.
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import queue
 import reprlib
@@ -66,8 +65,10 @@ class Feed:
     ) -> None:
         self.owner, self.limit, self.out, self.claim = owner, limit, out, claim
         self.runs: list[BatchRun] = []  # not done, in the order they came
-        self.last: BatchRun | None = None  # the last batch that came (done or not)
+        self.last: BatchRun | None = None  # the last batch that came, until it is done
+        self.last_done = False  # ... it is done (not held: a run holds its feed)
         self.in_flight = 0  # item coroutines started and not ended (cancelled ones too)
+        self.lanes = 0  # lane tasks running (each awaits one item at a time): at most ``limit``
 
     def add(self, run: BatchRun) -> None:
         """Take one more batch (after those before it)."""
@@ -76,7 +77,7 @@ class Feed:
             return
         self.owner.batches.add(run)  # the run's stop cancels it (async_loop.LoopRun._begin_stop)
         self.runs.append(run)
-        self.last = run
+        self.last, self.last_done = run, False
         self.fill()
         run.maybe_done()
 
@@ -93,22 +94,69 @@ class Feed:
         self.out.put((None, STOPPED, True, None))
 
     def fill(self) -> None:
-        """Start items, oldest batch first, while a slot is free; claim a batch if none is left."""
+        """Start a lane for each item not started yet, while fewer than ``limit`` run."""
+        waiting = sum(run.startable() for run in self.runs)
+        while self.lanes < self.limit and waiting > 0:
+            self.lanes += 1
+            waiting -= 1
+            self.owner.loop.create_task(self._lane())
+
+    def _next(self) -> tuple[BatchRun, int, Any] | None:
+        """The next item to await (oldest batch first; a batch claimed now if none is left and
+        its last batch came back), or None."""
         for run in tuple(self.runs):  # a batch whose item failed to start may end (done) meanwhile
-            if self.in_flight >= self.limit:
-                return
-            run.fill()
-        last = self.last
-        if (self.claim is not None and self.in_flight < self.limit and last is not None and last.ended > 0
-                and not self.owner.stopping):
+            got = run.next_item()
+            if got is not None:
+                return run, got[0], got[1]
+        came_back = self.last_done or (self.last is not None and self.last.ended > 0)
+        if self.claim is not None and came_back and not self.owner.stopping:
             claimed = self.claim()
             if claimed is not None:
                 self.add(claimed)
+                got = claimed.next_item()
+                if got is not None:
+                    return claimed, got[0], got[1]
+        return None
+
+    async def _lane(self) -> None:
+        """Await items one after another (no task, no callback per item: the next request
+        goes out in the same step as the last one's end); ends when none is left, or after a
+        cancellation (``fill`` starts another where items wait)."""
+        task = asyncio.current_task()
+        try:
+            while (got := self._next()) is not None:
+                run, pos, aw = got
+                got = None
+                run.tasks[pos] = task
+                self.in_flight += 1
+                try:
+                    value = await aw
+                except asyncio.CancelledError as exc:
+                    self.in_flight -= 1
+                    run.ended_cancelled(pos, exc)
+                    return
+                except GeneratorExit:  # the loop closed with the lane pending
+                    raise
+                except BaseException as exc:  # KeyboardInterrupt too: the item's error
+                    self.in_flight -= 1
+                    tb = exc.__traceback__
+                    run.ended_with(pos, False, exc.with_traceback(tb.tb_next if tb is not None else None))
+                else:
+                    self.in_flight -= 1
+                    run.ended_with(pos, True, value)
+                finally:
+                    aw = value = None
+        finally:
+            self.lanes -= 1
+            if not self.owner.stopping:
+                self.fill()
 
     def done(self, run: BatchRun) -> None:
         self.owner.batches.discard(run)
         if run in self.runs:
             self.runs.remove(run)
+        if run is self.last:
+            self.last, self.last_done = None, True
 
 
 class BatchRun:
@@ -136,37 +184,43 @@ class BatchRun:
         self.cancelled = False
         self.finished = False
 
-    def fill(self) -> None:
-        """Start the next positions while the feed has a free slot."""
-        feed = self.feed
+    def startable(self) -> int:
+        """Items not started yet that may start."""
+        if self.cancelled or self.stop_at is not None:
+            return 0
         if self.getitems:
-            if self.next_pos == 0 and feed.in_flight < feed.limit and not self.cancelled:
-                self.next_pos = len(self.indices)
-                self._spawn(0, "__getitems__", list(self.indices))
-            return
-        while feed.in_flight < feed.limit and self.next_pos < len(self.indices) and self.stop_at is None:
-            if self.cancelled:
-                return
-            pos = self.next_pos
-            self.next_pos += 1
-            self._spawn(pos, "__getitem__", self.indices[pos])
+            return 1 if self.next_pos == 0 else 0
+        return len(self.indices) - self.next_pos
 
-    def _spawn(self, pos: int, method: str, arg: Any) -> None:
+    def next_item(self) -> tuple[int, Any] | None:
+        """``(position, awaitable)`` of the next item to start, or None; an item whose
+        ``__getitem__`` raised (or returned no awaitable) fails here, and nothing after it starts."""
+        while self.startable():
+            pos = self.next_pos
+            if self.getitems:
+                self.next_pos = len(self.indices)
+                aw = self._awaitable(0, "__getitems__", list(self.indices))
+            else:
+                self.next_pos += 1
+                aw = self._awaitable(pos, "__getitem__", self.indices[pos])
+            if aw is not None:
+                return pos, aw
+        return None
+
+    def _awaitable(self, pos: int, method: str, arg: Any) -> Any:
         aw = None
         try:
             aw = getattr(self.dataset, method)(arg)
             if not is_awaitable(aw):
                 raise TypeError(f"{self._what(pos)} returned a {type(aw).__name__}, not an awaitable")
-            task = asyncio.ensure_future(aw, loop=self.feed.owner.loop)
+            return aw
         except BaseException as exc:  # __getitem__ raised, or returned no awaitable
             if inspect.iscoroutine(aw):
                 aw.close()
+            self.ended += 1
             self._emit(pos, False, exc)
             self.fail(pos)
-            return
-        self.tasks[pos] = task
-        self.feed.in_flight += 1
-        task.add_done_callback(functools.partial(self._done, pos))
+            return None
 
     def _what(self, pos: int) -> str:
         name = type(self.dataset).__name__
@@ -174,32 +228,32 @@ class BatchRun:
             return f"{name}.__getitems__({reprlib.repr(list(self.indices))})"
         return f"{name}.__getitem__({reprlib.repr(self.indices[pos])})"
 
-    def _done(self, pos: int, task: Any) -> None:
+    def ended_with(self, pos: int, ok: bool, value: Any) -> None:
+        """The item at ``pos`` returned ``value`` (``ok``) or raised it."""
         self.tasks.pop(pos, None)
-        self.feed.in_flight -= 1
         self.ended += 1
-        if task.cancelled():
-            # Cancelled by this batch (an error before it, or the batch abandoned): no item.
-            # By anything else: its item's error, or the batch would lack that item.
-            if not self.cancelled and (self.stop_at is None or pos <= self.stop_at):
-                self._emit(pos, False, self._cancelled_error(pos, task))
-                self.fail(pos)
-        elif (exc := task.exception()) is not None:  # KeyboardInterrupt too (async_loop keeps running)
-            self._emit(pos, False, exc)
+        if not ok:
+            self._emit(pos, False, value)
             self.fail(pos)
         elif self.getitems:
-            self._put_batch(task.result())
+            self._put_batch(value)
         else:
-            self._emit(pos, True, task.result())
-        self.feed.fill()
+            self._emit(pos, True, value)
         self.maybe_done()
 
-    def _cancelled_error(self, pos: int, task: Any) -> ItemCancelledError:
-        try:
-            task.result()
-        except asyncio.CancelledError as exc:
-            tb = exc.__traceback__
-            cause = exc.with_traceback(tb.tb_next if tb is not None else None)  # not this frame: no cycle
+    def ended_cancelled(self, pos: int, exc: asyncio.CancelledError) -> None:
+        """The item at ``pos`` ended cancelled: by this batch (an error before it, or the batch
+        abandoned), no item; by anything else, its item's error (the batch would lack it)."""
+        self.tasks.pop(pos, None)
+        self.ended += 1
+        if not self.cancelled and (self.stop_at is None or pos <= self.stop_at):
+            self._emit(pos, False, self._cancelled_error(pos, exc))
+            self.fail(pos)
+        self.maybe_done()
+
+    def _cancelled_error(self, pos: int, exc: asyncio.CancelledError) -> ItemCancelledError:
+        tb = exc.__traceback__
+        cause = exc.with_traceback(tb.tb_next if tb is not None else None)  # not the lane's frame: no cycle
         index = list(self.indices) if self.getitems else self.indices[pos]
         error = ItemCancelledError(
             f"{self._what(pos)} ended cancelled (asyncio.CancelledError) although the loader did not cancel it: "
@@ -246,7 +300,8 @@ class BatchRun:
             self.finished = True
             self.feed.done(self)
             kept, self.kept = self.kept, []
-            self.feed.out.put((self.sink, ENDED, True, kept))  # one message: one wake-up of the builder
+            sink, self.sink = self.sink, None  # the sink holds its run until the builder saw this
+            self.feed.out.put((sink, ENDED, True, kept))  # one message: one wake-up of the builder
 
     def _emit(self, pos: int, ok: bool, value: Any) -> None:
         if self.per_item:
