@@ -101,6 +101,24 @@ class DataLoader(Generic[T_co]):
         seed: base seed (int >= 0) for shuffling, worker seeds and ``item_rng``;
             epoch ``e``'s order is a pure function of ``(seed, e)``.  None draws one
             from the OS at construction.
+        even_batches: equal steps on every rank for an ``IterableDataset`` sharded across
+            ranks (DDP/FSDP hang when one rank takes fewer steps).  None (default): each rank
+            yields its own stream's batches, nothing agreed, no cost.  ``"drop"``: every rank
+            ends the epoch when the first rank's stream ends (each yields as many batches as the
+            shortest; no rank yields a batch another does not).  ``"pad"``: a rank whose stream
+            ended starts its epoch again from the beginning (``iter()`` of its dataset again,
+            same seed and epoch) until the longest stream ends (each yields as many as the
+            longest; an empty stream cannot pad: every rank raises ``ValueError``).  Agreed by
+            one ``all_reduce`` of 4 int64 per batch on the consumer thread before ``next()``
+            returns (1-2 ms per batch measured with gloo, 2 ranks on a loaded 2-core machine:
+            docs/benchmarks.md), so every rank
+            must iterate each epoch to its end, or ``close()`` it when it stops early (which
+            tells the others to stop at their next step).  Needs torch and an initialised
+            ``torch.distributed`` (or ``process_group``): ``iter()`` raises ``RuntimeError``
+            otherwise.  A map-style dataset is refused (``ValueError``): its sampler already
+            gives equal steps (``DistributedSampler``).  See ``dataloader._engine.even``.
+        process_group: the ``torch.distributed`` group the ranks agree in (``even_batches``
+            only); None: the default group.  A loader with a group does not pickle.
 
     Thread-safety: epochs are independent (nested loops, ``zip(loader, loader)``
     and several threads each iterating the loader work, as in PyTorch): each
@@ -144,6 +162,8 @@ class DataLoader(Generic[T_co]):
     prefetch_depth: int
     item_concurrency: int
     transform: Callable[[Any], Any] | None
+    even_batches: str | None
+    process_group: Any
 
     def __init__(
         self,
@@ -167,6 +187,8 @@ class DataLoader(Generic[T_co]):
         item_concurrency: int = 1,
         transform: Callable[[Any], Any] | None = None,
         seed: int | None = None,
+        even_batches: str | None = None,
+        process_group: Any = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
@@ -177,7 +199,7 @@ class DataLoader(Generic[T_co]):
             pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
             in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
-            transform=transform, seed=seed,
+            transform=transform, seed=seed, even_batches=even_batches, process_group=process_group,
         )
         for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
             setattr(self, name, value)
@@ -220,7 +242,7 @@ class DataLoader(Generic[T_co]):
         return self._engine.length()
 
     def __iter__(self) -> EpochIterator:
-        """Start the next epoch and return its iterator.
+        """Start the next epoch and return its iterator (the one ``start()`` started, if any).
 
         Epochs are independent, as in PyTorch: nested loops over one loader,
         ``zip(loader, loader)`` and several threads iterating it work; the epoch
@@ -229,9 +251,80 @@ class DataLoader(Generic[T_co]):
         still open gets a pool of its own, shut down when that epoch closes.
 
         Raises:
-            RuntimeError: worker threads could not be started.
+            RuntimeError: worker threads could not be started; with ``even_batches``, torch is
+                missing or ``torch.distributed`` is not initialised and no ``process_group``
+                was given.
         """
         return self._engine.iter(self, self._epoch_seed)
+
+    def start(self) -> None:
+        """Start the next epoch now, before the first ``next()`` (Grain's ``start_prefetch``).
+
+        The workers begin building its first batches (up to the window: ``num_workers +
+        prefetch_depth`` batches) while the caller does something else, e.g. loads the model's
+        checkpoint; the next ``iter(loader)`` returns this epoch (not a second one), so its first
+        ``next()`` finds batches ready.  Start after ``load_state_dict`` / ``seek``: the epoch
+        starts at that position.  ``worker_init_fn`` runs as for ``iter(loader)`` (each epoch,
+        or once per thread with ``persistent_workers=True``).
+
+        - ``start()`` twice (before ``iter``): one epoch; the second call does nothing.
+        - ``num_workers=0``: the epoch is started (its number, its sampler's position) but
+          nothing is built: there is no worker, and building on the calling thread would make
+          ``start()`` as slow as the first ``next()``.  Use ``num_workers >= 1`` to overlap.
+        - ``load_state_dict`` / ``seek`` after ``start()``: the started epoch is closed and
+          started again at the new position (its batches built so far are dropped).
+        - ``close()`` after ``start()`` without ``iter``: the epoch is closed and its threads
+          stop; nothing was yielded, so the position is kept (``state_dict()`` and the next
+          ``iter(loader)`` give that epoch again, from where it would have started).
+        - Dropping the loader without ``iter`` or ``close()``: the started epoch keeps the loader
+          alive until the cyclic garbage collector frees both (then its threads stop); call
+          ``close()``.
+
+        Thread-safety: any thread; ``start()`` and ``iter(loader)`` take and hand over the
+        started epoch atomically (one of two concurrent ``iter`` calls gets it, the other starts
+        the following epoch).
+
+        Raises:
+            RuntimeError: worker threads could not be started.
+        """
+        self._engine.start(self, self._epoch_seed)
+
+    def seek(self, epoch: int, batch: int = 0) -> None:
+        """Position the loader so that the next ``iter(loader)`` yields epoch ``epoch`` from its
+        batch ``batch`` on: exactly the batches an uninterrupted run yields from there (as
+        ``load_state_dict`` of the ``state_dict()`` saved at that point; the seed is kept).
+
+        O(1) for the built-in samplers (the shuffle is a permutation evaluated from any
+        position): a seek into batch 10^9 builds nothing and draws nothing.  Other samplers
+        draw and drop ``batch`` index batches at the next ``iter`` (no item is fetched); a
+        sampler drawing from a ``numpy.random.Generator`` / ``torch.Generator`` can only seek
+        within the next epoch; an ``IterableDataset`` only to an epoch's start, or by building
+        and dropping batches (no ``state_dict``, ``num_workers=0``): see
+        ``dataloader._engine.seek``.  A built-in seeded sampler is given ``set_epoch(epoch)``.
+
+        An epoch already iterated is not changed (it goes on; the seek applies to the next
+        ``iter``), as with ``load_state_dict``; an epoch ``start()`` started and not yet
+        iterated is started again at the new position.  ``state_dict()`` right after gives the
+        sought position.
+
+        Args:
+            epoch: the epoch (int >= 0; its order, worker seeds and ``item_rng`` are that
+                epoch's).
+            batch: batches of that epoch to pass over (int in ``[0, len(loader)]``; 0: the
+                epoch's start; ``len(loader)``: an epoch with nothing left).
+
+        Thread-safety: any thread; do not race it with ``iter(loader)`` (which of the two
+        comes first decides which epoch the seek applies to).
+
+        Raises:
+            TypeError: ``epoch`` or ``batch`` is not an int; an ``IterableDataset`` that cannot
+                be sought mid-epoch.
+            ValueError: a negative value, ``batch`` beyond the epoch's length (naming both), a
+                sampler whose order cannot be reproduced (``generator=None``), or another epoch
+                than the next for a sampler drawing from a generator.
+        """
+        if self._engine.seek(epoch, batch):
+            self.start()
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's position for exact resume: a small JSON-serialisable dict.
@@ -259,14 +352,16 @@ class DataLoader(Generic[T_co]):
         ``num_workers``, ``prefetch_depth``, ``item_concurrency``, ``drop_last`` and a
         distributed sampler's rank may differ; the dataset's length, ``batch_size``, the
         sampler kinds and the world size may not (``dataloader._engine.resume_checks``).
-        A state of the previous format (``version`` 1) loads, without those checks.
+        A state of the previous format (``version`` 1) loads, without those checks.  An epoch
+        ``start()`` started and not yet iterated is started again from the loaded position.
 
         Raises:
             TypeError, ValueError: a malformed state, naming the bad key and value.
             ValueError: a state saved by a loader that cuts its epochs otherwise (naming both
                 values), or whose ``yielded`` is past the end of this loader's epoch.
         """
-        self._engine.load_state_dict(state_dict)
+        if self._engine.load_state_dict(state_dict):
+            self.start()
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle / copy as a new loader of the same arguments (see the class docstring)."""

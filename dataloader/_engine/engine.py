@@ -6,8 +6,17 @@ as long as the loader: the epoch plan (``plan.EpochPlan``), the shared worker po
 (``handout.SharedPool``), the resume bookkeeping (``resume.Resumer``), the event loop of an
 ``AsyncDataset`` (``async_loop.AsyncLoop``), ``num_workers="auto"``'s tuner (in the plan),
 the base seed and epoch counter, and the epochs open.  It offers what a face needs: start
-an epoch (``iter``), ``length``, ``state_dict``/``load_state_dict``, ``continue_from``
-(seed and epoch), ``stats`` and ``close``.
+an epoch (``iter``, or ahead of it: ``start``), ``length``, ``state_dict``/``load_state_dict``,
+``seek``, ``continue_from`` (seed and epoch), ``stats`` and ``close``.  With ``even_batches``
+each epoch is wrapped in an ``even.EvenEpoch`` (the ranks' agreement), whose padding passes
+start here.
+
+An epoch started early (``start``: Grain's ``start_prefetch``) is kept as the *started* epoch:
+its workers fill the window while nobody iterates it; the next ``iter`` hands it over (not a
+second epoch).  ``load_state_dict`` and ``seek`` close it and put the position back where it
+was (``_unstart``), then apply; they return True so that the face starts it again from the new
+position.  ``close`` closes it and puts the position back too: nothing was yielded from it, so
+the next ``iter`` starts that same epoch (when the position can be saved: ``state_dict``).
 
 Thread-safety: every method may be called from any thread; the epoch counter, the seed,
 the sampler's epoch, the pool hand-out and the resume state change under one lock
@@ -26,17 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 from dataloader._constants import ASYNC_STOP_RESERVE_S, SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
+from dataloader._engine.even import EvenEpoch
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import EngineOptions, resolve
 from dataloader._engine.plan import EpochPlan
 from dataloader._engine.pool import WorkerPool
-from dataloader._engine.resume import Resumer
+from dataloader._engine.resume import EpochResume, Progress, Resumer
 from dataloader._engine.resume_checks import Layout
+from dataloader._engine.seek import SeekTarget, seek_state
 from dataloader._engine.stats import EpochStats, LoaderStats
 
 if TYPE_CHECKING:
     from dataloader._engine.async_loop import AsyncLoop
+    from dataloader._engine.rank_vote import RankVote
 
 __all__ = ["Engine"]
 
@@ -88,6 +100,7 @@ class Engine:
                         options.batch_size, options.drop_last)
         self._resume = Resumer(root, options.pool_workers, layout)
         self.last_stats: EpochStats | None = None  # the last epoch started
+        self._started: EpochIterator | None = None  # started by start(), not yet handed out
 
     def mutex(self) -> threading.Lock:
         """The engine's lock (a new one in a forked child)."""
@@ -117,29 +130,61 @@ class Engine:
             epoch_seed: the epoch's base seed, called under the lock after the resume
                 bookkeeping (``dataloader.torch`` draws one per epoch); None: ``seed``.
 
+        Returns the epoch ``start`` started, when there is one (handed out once).
+
         Raises:
             RuntimeError: worker threads could not be started.
         """
-        try:
-            length: int | None = self.length()
-        except TypeError:
-            length = None
+        length = self._length()
         with self.mutex():
-            epoch = self.epoch
-            self.epoch += 1
-            if self.options.own_sampler is not None:
-                self.options.own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
-            resume = self._resume.begin(epoch, self.options.dataset)
-            seed = epoch_seed() if epoch_seed is not None else self.seed
-            if length is not None:
-                length = max(0, length - resume.yielded)
-            it = self._start(epoch_key=(seed, epoch), length=length, keep_alive=keep_alive, resume=resume)
-            self._open = [r for r in self._open if r() is not None]
-            self._open.append(weakref.ref(it))
-            self.last_stats = it.stats
-            return it
+            started, self._started = self._started, None
+            if started is not None and not started.closed:
+                return started
+            return self._next_epoch(keep_alive, epoch_seed, length)
 
-    def _start(self, **kwargs: Any) -> EpochIterator:
+    def start(self, keep_alive: Any, epoch_seed: Callable[[], int] | None = None) -> tuple[EpochIterator, bool]:
+        """Start the next epoch now and keep it for the next ``iter`` (``DataLoader.start``).
+
+        Returns ``(the started epoch, True)``, or ``(the one started before, False)`` when an
+        epoch is started and not yet handed out (``start`` twice starts one epoch).
+
+        Raises:
+            RuntimeError: worker threads could not be started.
+        """
+        length = self._length()
+        with self.mutex():
+            started = self._started
+            if started is not None and not started.closed:
+                return started, False
+            self._started = self._next_epoch(keep_alive, epoch_seed, length)
+            return self._started, True
+
+    def _length(self) -> int | None:
+        try:
+            return self.length()
+        except TypeError:
+            return None
+
+    def _next_epoch(self, keep_alive: Any, epoch_seed: Callable[[], int] | None, length: int | None) -> EpochIterator:
+        # Under the lock: a new epoch, with the next number and the resume position.
+        vote = self._rank_vote()  # before anything starts: its error is iter()'s (or start()'s)
+        epoch = self.epoch
+        self.epoch += 1
+        if self.options.own_sampler is not None:
+            self.options.own_sampler.set_epoch(epoch)  # claimed by the sampler's iter() in start()
+        resume = self._resume.begin(epoch, self.options.dataset)
+        seed = epoch_seed() if epoch_seed is not None else self.seed
+        if length is not None:
+            length = max(0, length - resume.yielded)
+        it, progress = self._start(epoch_key=(seed, epoch), length=length, keep_alive=keep_alive, resume=resume)
+        if vote is not None:
+            it = self._even(it, progress, vote, (seed, epoch), keep_alive)
+        self._open = [r for r in self._open if r() is not None]
+        self._open.append(weakref.ref(it))
+        self.last_stats = it.stats
+        return it
+
+    def _start(self, **kwargs: Any) -> tuple[EpochIterator, Progress]:
         # Under the lock: the epoch on the pool the hand-out gives (shut down if it failed to start).
         pool, owned = self.pools.for_epoch()
         try:
@@ -149,7 +194,35 @@ class Engine:
                 pool.shutdown()
             raise
         self._resume.track(progress)
-        return it
+        return it, progress
+
+    def _rank_vote(self) -> RankVote | None:
+        """The ranks' agreement of an ``even_batches`` epoch, or None without it.
+
+        Raises:
+            RuntimeError: ``torch.distributed`` is missing or not initialised (``RankVote``).
+        """
+        if self.options.even_batches is None:
+            return None
+        from dataloader._engine.rank_vote import RankVote  # lazy: only this option reaches torch
+
+        return RankVote(self.options.process_group)
+
+    def _even(
+        self, first: EpochIterator, progress: Progress, vote: RankVote, epoch_key: tuple[int, int], keep_alive: Any
+    ) -> EvenEpoch:
+        """``first`` (an epoch's first pass) with the ranks' agreement (``dataloader._engine.even``)."""
+
+        def restart() -> tuple[EpochIterator, Progress]:  # a new pass of the epoch, from its start
+            with self.mutex():
+                it, progress = self._start(epoch_key=epoch_key, length=None, keep_alive=keep_alive,
+                                           resume=EpochResume(epoch_key[1], 0, 0, None))
+                self.last_stats = it.stats
+                return it, progress
+
+        assert self.options.even_batches is not None
+        return EvenEpoch(first, progress, mode=self.options.even_batches, vote=vote, restart=restart,
+                         keep_alive=keep_alive)
 
     def amend_start_state(self, key: str, value: Any) -> None:
         """Replace ``key`` of the started epoch's saved start state (under the lock, from
@@ -161,16 +234,62 @@ class Engine:
         with self.mutex():
             return self._resume.state_dict(self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """``DataLoader.load_state_dict`` (its Raises apply)."""
+    def load_state_dict(self, state_dict: dict[str, Any]) -> bool:
+        """``DataLoader.load_state_dict`` (its Raises apply).  Returns True when it closed an
+        epoch ``start`` had started (the face starts one again, from the loaded position)."""
+        restart = self._unstart()
         with self.mutex():
             sd = self._resume.load(state_dict, self.options.dataset, workers=self.plan.num_workers)
             self._continue_from(sd["seed"], sd["epoch"])
+        return restart
+
+    def seek(self, epoch: object, batch: object) -> bool:
+        """``DataLoader.seek`` (its Raises apply; ``dataloader._engine.seek``).  Returns True as
+        ``load_state_dict`` does."""
+        target = SeekTarget(epoch, batch, None if self.options.iterable else self._length())
+        restart = self._unstart()
+        o = self.options
+        with self.mutex():
+            sd = seek_state(self._resume, target, seed=self.seed, next_epoch=self.epoch, dataset=o.dataset,
+                            iterable=o.iterable, workers=self.plan.num_workers)
+            self._resume.load(sd, o.dataset, workers=self.plan.num_workers)
+            self._continue_from(self.seed, target.epoch)
+        return restart
+
+    def _unstart(self) -> bool:
+        """Close the epoch ``start`` started, if it was not handed out, and put the position
+        back to that epoch's start (its ``state_dict``, loaded; left as it is where the
+        position cannot be saved).  Returns whether there was one.  Not under the lock."""
+        with self.mutex():
+            started, self._started = self._started, None
+            if started is None:
+                return False
+            try:
+                sd: dict[str, Any] | None = self._resume.state_dict(
+                    self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
+            except (TypeError, ValueError, RuntimeError):  # a position that cannot be saved
+                sd = None
+        started.withdraw()  # never handed out: it took no step (an even_batches epoch does not vote)
+        if sd is not None:
+            with self.mutex():
+                self._resume.load(sd, self.options.dataset, workers=self.plan.num_workers)
+                self._continue_from(sd["seed"], sd["epoch"])
+        return True
 
     def position(self) -> tuple[int, int]:
-        """``(seed, next epoch)``, read together (``load_state_dict`` sets them together)."""
+        """``(seed, upcoming epoch)``, read together (``load_state_dict`` sets them together):
+        a copy made after ``start`` starts the epoch ``start`` started, not the one after."""
         with self.mutex():
-            return self.seed, self.epoch
+            return self.seed, self._upcoming()
+
+    def upcoming(self) -> int:
+        """The epoch the next ``iter`` yields: the one ``start`` started, else ``epoch``."""
+        with self.mutex():
+            return self._upcoming()
+
+    def _upcoming(self) -> int:
+        started = self._started is not None and not self._started.closed
+        return self.epoch - 1 if started else self.epoch
 
     def continue_from(self, seed: int, epoch: int) -> None:
         """Go on at base seed ``seed``, next epoch ``epoch`` (a copy's)."""
@@ -191,6 +310,7 @@ class Engine:
     def close(self) -> None:
         """End every open epoch and stop the threads and the event loop (``DataLoader.close``)."""
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        self._unstart()  # an epoch started and never handed out: its position is kept
         with self.mutex():
             epochs = [it for r in self._open if (it := r()) is not None]
             self._open = []

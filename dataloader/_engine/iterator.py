@@ -253,6 +253,12 @@ class EpochIterator:
             if state is OPEN:
                 self._release_all()
 
+    def withdraw(self) -> None:
+        """End an epoch that was never handed out (``DataLoader.start``'s, replaced or dropped by
+        ``load_state_dict``, ``seek`` or ``close``): ``close()``, with nothing said to anyone
+        else (``even.EvenEpoch`` does not vote: this rank took no step of it)."""
+        self.close()
+
     def _release_all(self) -> None:
         try:
             self._release()

@@ -23,6 +23,18 @@ dataset):
   sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
   checks against the new loader (``dataloader._engine.resume_checks``).
 
+Editing a saved state (docs/usage.md, "Seek and early start"): the dict is plain JSON
+(``json.loads(json.dumps(sd)) == sd``; under 1 KiB with the built-in samplers).  ``"epoch"``
+and ``"yielded"`` may be edited (``0 <= yielded <= `` the epoch's batches): loading the
+edited state is ``DataLoader.seek(epoch, yielded)`` (``dataloader._engine.seek``), except
+that a sampler passed by the user keeps its own epoch counter in ``"sampler"`` (a built-in
+one's ``{"start": 0, "epoch": e, ...}``, under ``BatchSampler``'s ``{"sampler": ...,
+"start": 0}``): edit its ``"epoch"`` too (the loader's own ``RandomSampler`` takes the
+top-level one).  ``"seed"`` may be edited (another run's order); ``"start"`` is written by
+the loader from ``"yielded"``; ``"loader"`` and ``"version"`` must stay as saved.  Fields for
+elastic resume (the global position, world size and rank at saving) are documented with
+them ("Elastic resume").
+
 The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
 the dataset's state after each batch of a stream, and every state loaded; a state object
 may be the dataset's live dict, which its iterator goes on mutating.

@@ -29,7 +29,8 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
 
     The one-line swap: ``from dataloader.torch import DataLoader``.  Arguments mean what they
     mean in torch and in :class:`dataloader.DataLoader` (which documents the keyword-only
-    extras ``prefetch_depth``, ``item_concurrency``, ``transform`` and ``seed``).  torch's
+    extras ``prefetch_depth``, ``item_concurrency``, ``transform``, ``seed``, ``even_batches`` and
+    ``process_group``, passed on as they are).  torch's
     public attributes read as torch's do (``sampler`` and ``batch_sampler`` are torch's
     samplers, ``prefetch_factor`` is 2 with workers, ``worker_init_fn`` the user's), so a
     client that rebuilds a torch loader from them (Lightning, Accelerate, HF ``Trainer``)
@@ -108,6 +109,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         self.pin_memory_device = pin_memory_device
         self._epochs: weakref.WeakSet[_TorchEpoch] = weakref.WeakSet()  # open epochs with workers
         self._epochs_lock = threading.Lock()
+        self._started: _TorchEpoch | None = None  # start()'s epoch with its bridge (under _epochs_lock)
         self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
         pinned = PinnedCollate(collate_fn, pin_memory_device) if pin_memory and pinning_available() else collate_fn
         super().__init__(
@@ -175,25 +177,66 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         return reduce_loader(self, {"worker_init_fn": self.worker_init_fn})
 
     def __iter__(self) -> Any:
-        """Start an epoch; with workers, ``torch.utils.data.get_worker_info()`` answers in them.
+        """Start an epoch (or take the one ``start()`` started); with workers,
+        ``torch.utils.data.get_worker_info()`` answers in them.
 
         The bridge is held until the epoch ends, is closed (also by ``close()`` or a new
         epoch closing it), or is garbage-collected.
         """
         if self.num_workers == 0:
             return super().__iter__()
+        return self._bridged(super().__iter__)[1]
+
+    def start(self) -> None:
+        """As :meth:`dataloader.DataLoader.start`; with workers, torch's ``get_worker_info()``
+        answers in them from now on (the bridge is held by the started epoch)."""
+        if self.num_workers == 0:
+            super().start()
+            return
+        self._bridged(lambda: self._engine.start(self, self._epoch_seed)[0], starting=True)
+
+    def seek(self, epoch: int, batch: int = 0) -> None:
+        """As :meth:`dataloader.DataLoader.seek`.  With torch's randomness (``shuffle_order=
+        "torch"`` without ``seed``) each epoch draws from torch's generators, whose state for a
+        later epoch depends on every draw before it: only the next epoch can be sought.
+
+        Raises:
+            ValueError: with torch's randomness, ``epoch`` is not the next epoch; as
+                :meth:`dataloader.DataLoader.seek`.
+        """
+        if self._draws is not None:
+            next_epoch = self._engine.upcoming()
+            if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 and epoch != next_epoch:
+                raise ValueError(
+                    f"seek(epoch={epoch}, ...): with torch's randomness (shuffle_order='torch') only the next "
+                    f"epoch ({next_epoch}) can be sought; use shuffle_order='feistel' or seed= to seek any epoch"
+                )
+        super().seek(epoch, batch)
+
+    def _bridged(self, begin: Callable[[], Any], starting: bool = False) -> tuple[Any, _TorchEpoch]:
+        """``begin()``'s epoch (``iter``, or ``start`` when ``starting``) with torch's
+        worker-info bridge held from before its workers start: ``(the engine's epoch, its
+        _TorchEpoch)``; the started one is kept for the next ``iter``, which takes it once.
+        Workers only (``num_workers=0`` never calls this)."""
         for old in self._open_epochs():
             old._release_if_closed()
         _worker_info.acquire()
         try:
-            inner = super().__iter__()
+            inner = begin()
         except BaseException:
             _worker_info.release()
             raise
-        epoch = _TorchEpoch(inner)
         with self._epochs_lock:
-            self._epochs.add(epoch)
-        return epoch
+            started, self._started = self._started, None
+            if started is not None and started._inner is inner:  # start() twice, or iter() after start()
+                _worker_info.release()  # the started epoch holds the bridge already
+                epoch = started
+            else:
+                epoch = _TorchEpoch(inner)
+                self._epochs.add(epoch)
+            if starting:
+                self._started = epoch
+            return inner, epoch
 
     def _open_epochs(self) -> list[_TorchEpoch]:
         with self._epochs_lock:  # close() may run on another thread
