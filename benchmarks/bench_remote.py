@@ -18,8 +18,14 @@ connections, every contender once per round, rounds interleaved (``--rounds``, m
 - with moto installed (3.11), ``ObjectStoreDataset`` against a local moto S3 server
   (moto, a Python server, is then the limit).
 
+``--across-batches`` measures requests in flight across batch boundaries instead: 1,280
+items in batches of 64, every round ``num_workers=1, item_concurrency=64``, ``num_workers=2,
+item_concurrency=32`` (64 in flight either way) and plain aiohttp with 64 in flight, each
+loader as a ratio to that round's aiohttp (medians of the rounds' ratios).  Run it with
+``PYTHONPATH`` on two checkouts in turn for a before/after.
+
 Run: ``python benchmarks/bench_remote.py`` (``--items``, ``--latency-s``, ``--size``,
-``--rounds``).  Prints the load average at the start, one line per measurement (median
+``--rounds``, ``--across-batches``).  Prints the load average at the start, one line per measurement (median
 and every round) and a JSON summary.  127.0.0.1 only.
 """
 
@@ -36,6 +42,9 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+
+DEFAULT_ITEMS = 6400
 
 
 def serve(latency_s: float, size: int) -> None:
@@ -164,6 +173,51 @@ def bench_moto(items: int, size: int) -> dict[str, float] | None:
         server.stop()
 
 
+def bench_direct(port: int, items: int, in_flight: int) -> float:
+    """``HttpDataset``'s own coroutines on one event loop, ``in_flight`` at a time, no loader:
+    what the dataset costs over plain aiohttp, apart from the loader."""
+    from dataloader import HttpDataset, Locations, Template
+
+    ds = HttpDataset(Locations(Template(f"http://127.0.0.1:{port}/item/{{index}}"), length=items),
+                     max_connections=0)
+
+    async def run() -> float:
+        todo = iter(range(items))
+
+        async def client() -> int:
+            return sum([len(await ds[i]) > 0 for i in todo])
+
+        await asyncio.gather(*[ds[i] for i in range(in_flight)])  # warm-up: the connections
+        t0 = time.perf_counter()
+        n = sum(await asyncio.gather(*[client() for _ in range(in_flight)]))
+        rate = n / (time.perf_counter() - t0)
+        await ds.aclose()
+        return rate
+
+    return asyncio.run(run())
+
+
+def across_batches(port: int, items: int, rounds: int) -> dict[str, object]:
+    """Loaders with 64 in flight against plain aiohttp with 64, interleaved, as ratios (and
+    ``HttpDataset`` without a loader, the dataset's own share of the gap)."""
+    contenders = {"w1_c64": (1, 64), "w2_c32": (2, 32)}
+    ratios: dict[str, list[float]] = {name: [] for name in (*contenders, "dataset_alone_64")}
+    plain: list[float] = []
+    for _ in range(rounds):
+        got = {name: bench_loader(port, items, w, c)["items_per_s"] for name, (w, c) in contenders.items()}
+        got["dataset_alone_64"] = bench_direct(port, items, 64)
+        plain.append(bench_plain(port, items, 64))
+        for name, value in got.items():
+            ratios[name].append(value / plain[-1])
+    summary: dict[str, object] = {"plain_aiohttp_64": statistics.median(plain)}
+    for name, runs in ratios.items():
+        median = statistics.median(runs)
+        print(f"{name}: {median:.2f}x plain aiohttp with 64 in flight (rounds: {', '.join(f'{r:.2f}' for r in runs)})")
+        summary[name] = {"ratio": median, "rounds": runs}
+    print(f"plain aiohttp, 64 in flight: {statistics.median(plain):,.0f} items/s")
+    return summary
+
+
 def _report(name: str, ideal: float, runs: list[float]) -> dict[str, object]:
     median = statistics.median(runs)
     print(f"{name}: {median:,.0f} items/s = {100 * median / ideal:.0f}% of the ideal {ideal:,.0f} "
@@ -173,10 +227,12 @@ def _report(name: str, ideal: float, runs: list[float]) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=6400)
+    parser.add_argument("--items", type=int, default=DEFAULT_ITEMS)
     parser.add_argument("--latency-s", type=float, default=0.02)
     parser.add_argument("--size", type=int, default=16384)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--across-batches", action="store_true",
+                        help="loaders with 64 in flight as ratios to plain aiohttp (1,280 items by default)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -195,6 +251,12 @@ def main() -> None:
         port = int(proc.stdout.readline())
         summary: dict[str, object] = {"latency_s": args.latency_s, "size": args.size, "items": args.items,
                                       "load_average": load}
+        if args.across_batches:
+            items = args.items if args.items != DEFAULT_ITEMS else 1280
+            summary.update(across_batches(port, items, args.rounds))
+            summary["load_average_end"] = os.getloadavg()
+            print(json.dumps(summary))
+            return
         loaders: dict[int, list[dict[str, float]]] = {w: [] for w in (1, 2)}  # num_workers -> per round
         plain: list[float] = []
         pool: list[float] = []

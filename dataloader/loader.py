@@ -122,6 +122,24 @@ class DataLoader(Generic[T_co]):
             items of the batches returned so far, judged from the 10th failure on).
             None: 0.1 (10%) under ``"skip"``/``"replace"``; must be None under ``"raise"``.
             Past it, ``next()`` raises ``TooManyFailures`` and the epoch ends.
+        even_batches: equal steps on every rank for an ``IterableDataset`` sharded across
+            ranks (DDP/FSDP hang when one rank takes fewer steps).  None (default): each rank
+            yields its own stream's batches, nothing agreed, no cost.  ``"drop"``: every rank
+            ends the epoch when the first rank's stream ends (each yields as many batches as the
+            shortest; no rank yields a batch another does not).  ``"pad"``: a rank whose stream
+            ended starts its epoch again from the beginning (``iter()`` of its dataset again,
+            same seed and epoch) until the longest stream ends (each yields as many as the
+            longest; an empty stream cannot pad: every rank raises ``ValueError``).  Agreed by
+            one ``all_reduce`` of 4 int64 per batch on the consumer thread before ``next()``
+            returns (1-2 ms per batch measured with gloo, 2 ranks on a loaded 2-core machine:
+            docs/benchmarks.md), so every rank
+            must iterate each epoch to its end, or ``close()`` it when it stops early (which
+            tells the others to stop at their next step).  Needs torch and an initialised
+            ``torch.distributed`` (or ``process_group``): ``iter()`` raises ``RuntimeError``
+            otherwise.  A map-style dataset is refused (``ValueError``): its sampler already
+            gives equal steps (``DistributedSampler``).  See ``dataloader._engine.even``.
+        process_group: the ``torch.distributed`` group the ranks agree in (``even_batches``
+            only); None: the default group.  A loader with a group does not pickle.
 
     Thread-safety: epochs are independent (nested loops, ``zip(loader, loader)``
     and several threads each iterating the loader work, as in PyTorch): each
@@ -168,6 +186,8 @@ class DataLoader(Generic[T_co]):
     transform: Callable[[Any], Any] | None
     on_error: str
     max_failures: int | float | None
+    even_batches: str | None
+    process_group: Any
 
     def __init__(
         self,
@@ -193,6 +213,8 @@ class DataLoader(Generic[T_co]):
         seed: int | None = None,
         on_error: str = "raise",
         max_failures: int | float | None = None,
+        even_batches: str | None = None,
+        process_group: Any = None,
     ) -> None:
         remember_init(self, DataLoader, locals())  # what a pickled copy is built from
         from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
@@ -204,6 +226,7 @@ class DataLoader(Generic[T_co]):
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
             in_order=in_order, prefetch_depth=prefetch_depth, item_concurrency=item_concurrency,
             transform=transform, seed=seed, on_error=on_error, max_failures=max_failures,
+            even_batches=even_batches, process_group=process_group,
         )
         for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
             setattr(self, name, value)
@@ -255,7 +278,9 @@ class DataLoader(Generic[T_co]):
         still open gets a pool of its own, shut down when that epoch closes.
 
         Raises:
-            RuntimeError: worker threads could not be started.
+            RuntimeError: worker threads could not be started; with ``even_batches``, torch is
+                missing or ``torch.distributed`` is not initialised and no ``process_group``
+                was given.
         """
         return self._engine.iter(self, self._epoch_seed)
 
@@ -346,21 +371,30 @@ class DataLoader(Generic[T_co]):
         """
         return self._engine.state_dict()
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Resume from ``state_dict()``'s output (possibly another process's).
 
         The next ``iter(loader)`` continues the saved epoch at its first batch not yet yielded;
         later epochs follow as in the saved run; the saved seed replaces this loader's.
         ``num_workers``, ``prefetch_depth``, ``item_concurrency``, ``drop_last`` and a
         distributed sampler's rank may differ; the dataset's length, ``batch_size``, the
-        sampler kinds and the world size may not (``dataloader._engine.resume_checks``).
+        sampler kinds and the world size may not (``dataloader._engine.resume_checks``),
+        except for an elastic resume: with a ``DistributedSampler`` / ``ShardSampler``, a
+        state saved at another world size (all old ranks at the same step), or the list of
+        all old ranks' states, continues the saved epoch with this rank's share of what the
+        old ranks left (``dataloader._engine.elastic``).
         A state of the previous format (``version`` 1) loads, without those checks.  An epoch
         ``start()`` started and not yet iterated is started again from the loaded position.
+
+        Args:
+            state_dict: ``state_dict()``'s dict, or a list of every old rank's dict.
 
         Raises:
             TypeError, ValueError: a malformed state, naming the bad key and value.
             ValueError: a state saved by a loader that cuts its epochs otherwise (naming both
-                values), or whose ``yielded`` is past the end of this loader's epoch.
+                values), or whose ``yielded`` is past the end of this loader's epoch; a state
+                at another world size, or a list, that cannot be resumed elastically (saying
+                why: another sampler, ``in_order=False``, an inconsistent list).
         """
         if self._engine.load_state_dict(state_dict):
             self.start()

@@ -7,7 +7,9 @@ as long as the loader: the epoch plan (``plan.EpochPlan``), the shared worker po
 ``AsyncDataset`` (``async_loop.AsyncLoop``), ``num_workers="auto"``'s tuner (in the plan),
 the base seed and epoch counter, and the epochs open.  It offers what a face needs: start
 an epoch (``iter``, or ahead of it: ``start``), ``length``, ``state_dict``/``load_state_dict``,
-``seek``, ``continue_from`` (seed and epoch), ``stats`` and ``close``.
+``seek``, ``continue_from`` (seed and epoch), ``stats`` and ``close``.  With ``even_batches``
+each epoch is wrapped in an ``even.EvenEpoch`` (the ranks' agreement), whose padding passes
+start here.
 
 An epoch started early (``start``: Grain's ``start_prefetch``) is kept as the *started* epoch:
 its workers fill the window while nobody iterates it; the next ``iter`` hands it over (not a
@@ -32,20 +34,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dataloader._constants import ASYNC_STOP_RESERVE_S, SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.epoch import Epoch, finalizer_not_at_exit
+from dataloader._engine.even import EvenEpoch
 from dataloader._engine.failures import FailureRecord
 from dataloader._engine.handout import SharedPool
 from dataloader._engine.iterator import EpochIterator
 from dataloader._engine.options import EngineOptions, resolve
 from dataloader._engine.plan import EpochPlan
 from dataloader._engine.pool import WorkerPool
-from dataloader._engine.resume import Resumer
+from dataloader._engine.resume import EpochResume, Progress, Resumer
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.seek import SeekTarget, seek_state
 from dataloader._engine.stats import EpochStats, LoaderStats
 
 if TYPE_CHECKING:
     from dataloader._engine.async_loop import AsyncLoop
+    from dataloader._engine.rank_vote import RankVote
 
 __all__ = ["Engine"]
 
@@ -95,7 +100,8 @@ class Engine:
             root = sampler_state(root)
         layout = Layout(options.dataset, options.iterable, options.sampler, options.batch_sampler,
                         options.batch_size, options.drop_last)
-        self._resume = Resumer(root, options.pool_workers, layout)
+        elastic = ElasticSampler.of(options.work_items, options.in_order)
+        self._resume = Resumer(root, options.pool_workers, layout, elastic)
         self.last_stats: EpochStats | None = None  # the last epoch started
         self._started: EpochIterator | None = None  # started by start(), not yet handed out
 
@@ -164,6 +170,7 @@ class Engine:
 
     def _next_epoch(self, keep_alive: Any, epoch_seed: Callable[[], int] | None, length: int | None) -> EpochIterator:
         # Under the lock: a new epoch, with the next number and the resume position.
+        vote = self._rank_vote()  # before anything starts: its error is iter()'s (or start()'s)
         epoch = self.epoch
         self.epoch += 1
         if self.options.own_sampler is not None:
@@ -172,13 +179,15 @@ class Engine:
         seed = epoch_seed() if epoch_seed is not None else self.seed
         if length is not None:
             length = max(0, length - resume.yielded)
-        it = self._start(epoch_key=(seed, epoch), length=length, keep_alive=keep_alive, resume=resume)
+        it, progress = self._start(epoch_key=(seed, epoch), length=length, keep_alive=keep_alive, resume=resume)
+        if vote is not None:
+            it = self._even(it, progress, vote, (seed, epoch), keep_alive)
         self._open = [r for r in self._open if r() is not None]
         self._open.append(weakref.ref(it))
         self.last_stats = it.stats
         return it
 
-    def _start(self, **kwargs: Any) -> EpochIterator:
+    def _start(self, **kwargs: Any) -> tuple[EpochIterator, Progress]:
         # Under the lock: the epoch on the pool the hand-out gives (shut down if it failed to start).
         pool, owned = self.pools.for_epoch()
         try:
@@ -188,7 +197,35 @@ class Engine:
                 pool.shutdown()
             raise
         self._resume.track(progress)
-        return it
+        return it, progress
+
+    def _rank_vote(self) -> RankVote | None:
+        """The ranks' agreement of an ``even_batches`` epoch, or None without it.
+
+        Raises:
+            RuntimeError: ``torch.distributed`` is missing or not initialised (``RankVote``).
+        """
+        if self.options.even_batches is None:
+            return None
+        from dataloader._engine.rank_vote import RankVote  # lazy: only this option reaches torch
+
+        return RankVote(self.options.process_group)
+
+    def _even(
+        self, first: EpochIterator, progress: Progress, vote: RankVote, epoch_key: tuple[int, int], keep_alive: Any
+    ) -> EvenEpoch:
+        """``first`` (an epoch's first pass) with the ranks' agreement (``dataloader._engine.even``)."""
+
+        def restart() -> tuple[EpochIterator, Progress]:  # a new pass of the epoch, from its start
+            with self.mutex():
+                it, progress = self._start(epoch_key=epoch_key, length=None, keep_alive=keep_alive,
+                                           resume=EpochResume(epoch_key[1], 0, 0, None))
+                self.last_stats = it.stats
+                return it, progress
+
+        assert self.options.even_batches is not None
+        return EvenEpoch(first, progress, mode=self.options.even_batches, vote=vote, restart=restart,
+                         keep_alive=keep_alive)
 
     def amend_start_state(self, key: str, value: Any) -> None:
         """Replace ``key`` of the started epoch's saved start state (under the lock, from
@@ -200,7 +237,7 @@ class Engine:
         with self.mutex():
             return self._resume.state_dict(self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> bool:
+    def load_state_dict(self, state_dict: dict[str, Any] | list[dict[str, Any]]) -> bool:
         """``DataLoader.load_state_dict`` (its Raises apply).  Returns True when it closed an
         epoch ``start`` had started (the face starts one again, from the loaded position)."""
         restart = self._unstart()
@@ -235,7 +272,7 @@ class Engine:
                     self.seed, self.epoch, self.options.dataset, in_order=self.options.in_order)
             except (TypeError, ValueError, RuntimeError):  # a position that cannot be saved
                 sd = None
-        started.close()
+        started.withdraw()  # never handed out: it took no step (an even_batches epoch does not vote)
         if sd is not None:
             with self.mutex():
                 self._resume.load(sd, self.options.dataset, workers=self.plan.num_workers)

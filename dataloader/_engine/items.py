@@ -94,6 +94,10 @@ class MapItems:
     def stop_worker(self, worker_id: int) -> None:
         pass
 
+    def ahead_loop(self, worker_id: int) -> Callable[[Window, Any, int], None] | None:
+        """A worker loop of the source's own (``work.work``'s alternative), or None."""
+        return None
+
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``."""
         build, rec = self._fetch.build, self._recs[0]
@@ -187,6 +191,9 @@ class StreamItems:
     def stop_worker(self, worker_id: int) -> None:
         """Drop this worker's stream (on its own thread: a generator finishes there)."""
         self._streams[worker_id] = None
+
+    def ahead_loop(self, worker_id: int) -> Callable[[Window, Any, int], None] | None:
+        return None  # a stream's worker builds its own batches one after another
 
     def sequential(self) -> tuple[Callable[[], Any], Callable[[Any], Any]]:
         """``num_workers=0``: ``(next_item, build)`` for ``SequentialEpoch``; the consumer

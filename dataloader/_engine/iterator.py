@@ -64,6 +64,7 @@ class WorkSource(Protocol):
     def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo: ...
     def build(self, worker_id: int, item: Any) -> Any: ...
     def stop_worker(self, worker_id: int) -> None: ...
+    def ahead_loop(self, worker_id: int) -> Callable[[Window, Any, int], None] | None: ...
 
 
 def forked_error(pid: int) -> RuntimeError:
@@ -251,6 +252,12 @@ class EpochIterator:
         finally:
             if state is OPEN:
                 self._release_all()
+
+    def withdraw(self) -> None:
+        """End an epoch that was never handed out (``DataLoader.start``'s, replaced or dropped by
+        ``load_state_dict``, ``seek`` or ``close``): ``close()``, with nothing said to anyone
+        else (``even.EvenEpoch`` does not vote: this rank took no step of it)."""
+        self.close()
 
     def _release_all(self) -> None:
         try:

@@ -21,13 +21,14 @@ from dataloader._datasets.kind import check_dataset_kind
 from dataloader._collation.default import default_collate, default_convert
 from dataloader._engine.autotune import AutoTuner, resolve_auto
 from dataloader._engine.error_policy import ErrorPolicy, error_policy
+from dataloader._engine.even import EVEN_MODES
 from dataloader._engine.plan import index_sources
 from dataloader._engine.seed import base_seed
 from dataloader._sampling.batch import BatchSampler
 from dataloader._sampling.samplers import RandomSampler, SequentialSampler
 from dataloader._validate import check_int
 
-__all__ = ["EngineOptions", "LoaderOptions", "check_sampling_args", "resolve", "warn_many_workers"]
+__all__ = ["EngineOptions", "LoaderOptions", "check_even_batches", "check_sampling_args", "resolve", "warn_many_workers"]
 
 
 def _bool(name: str, value: object) -> bool:
@@ -172,6 +173,7 @@ class EngineOptions:
     ``pool_workers`` (threads: ``"auto"``'s cap), ``window`` (batches
     in flight), ``tuner`` (``"auto"``), ``own_sampler`` (the loader's ``RandomSampler``,
     reseeded each epoch), ``auto_collation``, and ``index_sources`` (``plan.index_sources``).
+    ``even_batches`` (None, ``"drop"``, ``"pad"``) and ``process_group`` are public too.
     """
 
     dataset: Any
@@ -203,6 +205,8 @@ class EngineOptions:
     own_sampler: RandomSampler | None
     auto_collation: bool
     index_sources: dict[str, Any]
+    even_batches: str | None = None
+    process_group: Any = None
 
     def public(self) -> dict[str, Any]:
         """The loader's public attributes, by name (``DataLoader`` sets each; ``seed`` is the
@@ -221,8 +225,7 @@ class EngineOptions:
 _PUBLIC = (
     "dataset", "num_workers", "prefetch_factor", "pin_memory", "timeout", "worker_init_fn", "persistent_workers",
     "in_order", "prefetch_depth", "item_concurrency", "transform", "on_error", "max_failures", "generator",
-    "batch_size", "drop_last",
-    "sampler", "batch_sampler", "collate_fn",
+    "batch_size", "drop_last", "sampler", "batch_sampler", "collate_fn", "even_batches", "process_group",
 )
 
 
@@ -234,6 +237,7 @@ def resolve(
     persistent_workers: bool = False, in_order: bool = True, prefetch_depth: int | str = DEFAULT_PREFETCH_DEPTH,
     item_concurrency: int = 1, transform: Callable[[Any], Any] | None = None, seed: int | None = None,
     on_error: str = "raise", max_failures: int | float | None = None,
+    even_batches: str | None = None, process_group: Any = None,
 ) -> EngineOptions:
     """``DataLoader``'s arguments (same names and meaning) checked and resolved, in PyTorch's
     order of checks.
@@ -264,6 +268,7 @@ def resolve(
     if policy is not None and policy.on_error == "replace" and not hasattr(dataset, "__len__"):
         raise TypeError(f"on_error='replace' draws substitutes from range(len(dataset)): "
                         f"{type(dataset).__name__} has no __len__ (use on_error='skip')")
+    check_even_batches(even_batches, process_group, iterable)
     base = base_seed(seed, generator)
     sampling = _Sampling.of(dataset, iterable, base, bool(shuffle), sampler, batch_sampler, batch_size, drop_last)
     return EngineOptions(
@@ -278,7 +283,32 @@ def resolve(
         iterable=iterable, is_async=is_async, pool_workers=opts.num_workers, window=opts.window, tuner=tuner,
         own_sampler=sampling.own_sampler, auto_collation=sampling.auto_collation,
         index_sources=index_sources(dataset, iterable, sampling.auto_collation, sampling.sampler, sampling.batch_sampler),
+        even_batches=even_batches, process_group=process_group,
     )
+
+
+def check_even_batches(even_batches: object, process_group: object, iterable: bool) -> None:
+    """``even_batches``: None, ``"drop"`` or ``"pad"``, for an ``IterableDataset`` only
+    (``dataloader._engine.even``); ``process_group`` only with it.
+
+    Raises:
+        TypeError, ValueError: another value, a map-style dataset, or a ``process_group``
+            without ``even_batches``.
+    """
+    if even_batches is None:
+        if process_group is not None:
+            raise ValueError("process_group is used by even_batches only: give even_batches='drop' or 'pad' too")
+        return
+    if not isinstance(even_batches, str):
+        raise TypeError(f"even_batches must be None, 'drop' or 'pad', got {type(even_batches).__name__} {even_batches!r}")
+    if even_batches not in EVEN_MODES:
+        raise ValueError(f"even_batches must be None, 'drop' or 'pad', got {even_batches!r}")
+    if not iterable:
+        raise ValueError(
+            f"even_batches={even_batches!r} applies to an IterableDataset; a map-style dataset gets equal "
+            "steps per rank from its sampler: DistributedSampler pads every rank to ceil(n / world size) "
+            "(with drop_last=True it drops instead); leave even_batches=None"
+        )
 
 
 @dataclass(frozen=True, slots=True)

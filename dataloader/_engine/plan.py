@@ -30,7 +30,7 @@ from dataloader._engine.items import MapItems, StreamItems
 from dataloader._engine.outcome import END
 from dataloader._engine.policed import PolicedEpoch, PolicedSequentialEpoch
 from dataloader._engine.pool import WorkerPool, WorkerSetup
-from dataloader._engine.recover import policy_builder
+from dataloader._engine.recover import WatchedItems, policy_builder
 from dataloader._engine.resume import EpochResume, Progress, skip_items, stateful
 from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
 from dataloader._engine.stats import EpochStats
@@ -270,6 +270,8 @@ class EpochPlan:
             fetch = policy_builder(self.policy, fetch, self.dataset, self.auto_collation,
                                    pool.lanes if pool is not None else None, self.item_concurrency,
                                    self.transform, epoch_key)
+            if source_cls is not MapItems:  # an AsyncDataset's (its batches are not claimed ahead)
+                source_cls = WatchedItems
         # The consumer's builds record into the extra (last) recorder.
         inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
         indices: Iterator[Any] = iter(())

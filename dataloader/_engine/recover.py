@@ -24,19 +24,27 @@ epoch's seed and the item's position (never of timing or of the thread), trying 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from dataloader import _context
 from dataloader._engine.build import Builder, BuilderKind, Fetcher, ItemsFetcher
 from dataloader._engine.error_policy import MAX_REPLACE_ATTEMPTS, ErrorPolicy
 from dataloader._engine.failures import FailureRecord, record
+from dataloader._engine.items import MapItems
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._engine.pool import WorkerSetup
+from dataloader._engine.stats import EpochStats
+from dataloader._native._ring import Window
 from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan
 
-__all__ = ["SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "policy_builder", "substitute_index"]
+__all__ = [
+    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "WatchedItems", "bisected", "item_outcomes", "policy_builder",
+    "substitute_index",
+]
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED", "__slots__": ()})()
 """What a batch whose every item failed under ``"skip"`` comes to (never a batch)."""
@@ -192,19 +200,44 @@ class PolicyBuilder(Builder):
             f"failed in a row (the data may be mostly broken; see loader.failures)") from last.pop()
 
 
-def item_outcomes(one: Callable[[Any], Any]) -> Callable[[Sequence[Any]], list[Any]]:
-    """``outcomes(indices)`` over the item path ``one``, on the calling thread."""
+def item_outcomes(
+    one: Callable[[Any], Any], passthrough: tuple[type[BaseException], ...] = ()
+) -> Callable[[Sequence[Any]], list[Any]]:
+    """``outcomes(indices)`` over the item path ``one``, on the calling thread (``passthrough``
+    exceptions end it)."""
 
     def outcomes(indices: Sequence[Any]) -> list[Any]:
         out: list[Any] = []
         for index in indices:
             try:
                 out.append(one(index))
+            except passthrough:
+                raise
             except Exception as exc:
                 out.append(ItemError(exc))
         return out
 
     return outcomes
+
+
+def bisected(
+    many: Callable[[Sequence[Any]], list[Any]], indices: Sequence[Any], passthrough: tuple[type[BaseException], ...]
+) -> list[Any]:
+    """``outcomes(indices)`` by halves: ``many`` (a batch fetched at once, which raises its first
+    error) over each half that fails, down to single items: O(failures x log(batch)) batch
+    fetches, each concurrent (an ``AsyncDataset``'s items, whose batch fetch stops at its first
+    failure)."""
+    if not indices:
+        return []
+    try:
+        return many(indices)
+    except passthrough:
+        raise
+    except Exception as exc:
+        if len(indices) == 1:
+            return [ItemError(exc)]
+    mid = len(indices) // 2
+    return bisected(many, indices[:mid], passthrough) + bisected(many, indices[mid:], passthrough)
 
 
 def _safe(one: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -231,9 +264,11 @@ def policy_builder(
         assert isinstance(inner, AsyncFetcher)
         fetcher = inner
         passthrough = (EpochCancelled,)
-        one: Callable[[Any], Any] = lambda index: fetcher.fetch([index], getitems=False)[0]
-        outcomes: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch_outcomes(indices, ItemError)
-        batch_first = fetcher.batched
+        one: Callable[[Any], Any] = lambda index: fetcher.fetch([index] if auto_collation else index)[0]
+        many: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch(list(indices))
+        outcomes: Callable[[Sequence[Any]], list[Any]] = (
+            (lambda indices: bisected(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
+        batch_first = True
     else:
         items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)
         one = items.fetch_item
@@ -243,3 +278,21 @@ def policy_builder(
             outcomes = lambda indices: fetch_with_lanes(lanes, safe, indices, item_concurrency)
         batch_first = kind not in (BuilderKind.ITEMS, BuilderKind.LANES, BuilderKind.SINGLE)
     return PolicyBuilder(inner, dataset, policy, auto_collation, one, outcomes, batch_first, passthrough, epoch_key)
+
+
+class WatchedItems(MapItems):
+    """``MapItems`` of an ``AsyncDataset`` epoch under a policy: each worker hands the
+    ``PolicyBuilder`` the epoch's window (its ``AsyncFetcher`` then abandons batches once the
+    epoch is closed).  Workers build one batch at a time (no batches claimed ahead)."""
+
+    def __init__(
+        self, indices: Iterator[Any], fetch: Builder, setup: WorkerSetup, num_workers: int, stats: EpochStats
+    ) -> None:
+        super().__init__(indices, fetch, setup, num_workers, stats)
+        self._watched = fetch
+
+    def start_worker(self, worker_id: int, window: Window) -> _context.WorkerInfo:
+        watch = getattr(self._watched, "watch", None)
+        if watch is not None:
+            watch(window)
+        return super().start_worker(worker_id, window)

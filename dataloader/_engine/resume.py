@@ -24,7 +24,21 @@ dataset):
   which the resumed epoch starts from (its records are not saved);
 - ``"loader"``: how this loader cuts its epochs (dataset length, batch size, ``drop_last``,
   sampler kinds, world size and rank of a distributed sampler), which ``load_state_dict``
-  checks against the new loader (``dataloader._engine.resume_checks``).
+  checks against the new loader (``dataloader._engine.resume_checks``);
+- ``"elastic"`` (optional on load; None when the loader's sampler is not a built-in
+  ``DistributedSampler`` / ``ShardSampler``): what a resume on another number of ranks needs:
+  ``"sampler"`` (its class name), ``"world_size"`` and ``"rank"`` at save time, the sampler's
+  ``"n"``, ``"seed"``, ``"shuffle"``, ``"drop_last"``, this rank's share of the epoch
+  (``"samples"``), the samples of it consumed (``"consumed"``) and the epoch's global position
+  (``"position"``: samples of the global order consumed by all ranks together if every rank is
+  at this ``yielded``; ``consumed * world_size`` for ``DistributedSampler``).  Recomputed at each
+  save; ``dataloader._engine.elastic`` says how ``load_state_dict`` uses it.  In an epoch that
+  was itself resumed elastically, the sampler's state (``"sampler"``) holds the cuts made so
+  far (``"elastic"``, ``dataloader._sampling.elastic``).
+
+``load_state_dict`` also takes a state saved at another world size (one state: all old ranks
+stopped at the same step) or the list of all old ranks' states (ranks at different steps):
+``dataloader._engine.elastic`` turns it into this rank's start of the epoch's remainder.
 
 Editing a saved state (docs/usage.md, "Seek and early start"): the dict is plain JSON
 (``json.loads(json.dumps(sd)) == sd``; under 1 KiB with the built-in samplers).  ``"epoch"``
@@ -34,9 +48,10 @@ that a sampler passed by the user keeps its own epoch counter in ``"sampler"`` (
 one's ``{"start": 0, "epoch": e, ...}``, under ``BatchSampler``'s ``{"sampler": ...,
 "start": 0}``): edit its ``"epoch"`` too (the loader's own ``RandomSampler`` takes the
 top-level one).  ``"seed"`` may be edited (another run's order); ``"start"`` is written by
-the loader from ``"yielded"``; ``"loader"`` and ``"version"`` must stay as saved.  Fields for
-elastic resume (the global position, world size and rank at saving) are documented with
-them ("Elastic resume").
+the loader from ``"yielded"``; ``"loader"`` and ``"version"`` must stay as saved.
+``"elastic"`` is written again by every ``state_dict()`` (an elastic resume counts each old
+rank from its ``"yielded"``, so an edited ``"yielded"`` is a seek there too); the sampler
+state's ``"elastic"`` cuts, in a resized epoch, must stay as saved.
 
 The states kept are copies (``copy.deepcopy``): the sampler's state at the epoch's start,
 the dataset's state after each batch of a stream, and every state loaded; a state object
@@ -74,6 +89,7 @@ import itertools
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
@@ -146,11 +162,15 @@ class Resumer:
             ``batch_size=None``), or None for an ``IterableDataset``.
         workers: the loader's ``num_workers``.
         layout: how the loader cuts its epochs (recorded and checked), or None.
+        elastic: its elastic part (``dataloader._engine.elastic``), or None.
     """
 
-    def __init__(self, sampler: Any, workers: int, layout: Layout | None = None) -> None:
+    def __init__(
+        self, sampler: Any, workers: int, layout: Layout | None = None, elastic: ElasticSampler | None = None
+    ) -> None:
         self._sampler = sampler
         self._layout = layout
+        self._elastic = elastic
         self._streams = sampler is None and workers > 0  # per-worker iterable states
         self._progress: Progress | None = None
         self._start_state: Any = None  # the sampler's state when the last epoch started
@@ -224,12 +244,16 @@ class Resumer:
                 ``load_state_dict`` and with ``num_workers > 0``.
         """
         if self._pending is not None:  # loaded and not started yet: saving gives it back
-            return copy.deepcopy(self._pending)
-        state = copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
-        progress = self._progress
-        if progress is not None and not progress.done and progress.failures is not None and state["yielded"]:
-            state["failures"] = progress.failures.counts()
-        return state
+            sd = copy.deepcopy(self._pending)
+        else:
+            sd = copy.deepcopy(self._current(seed, next_epoch, dataset, in_order))  # the caller's own
+        # Built new from ints (nothing to copy), after the copy: what another world size needs.
+        sd["elastic"] = self._elastic.record(sd["sampler"], sd["yielded"]) if self._elastic is not None else None
+        progress = self._progress  # under an error policy, mid-epoch: the epoch's failure counts
+        if (self._pending is None and progress is not None and not progress.done and progress.failures is not None
+                and sd["yielded"]):
+            sd["failures"] = progress.failures.counts()
+        return sd
 
     def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
         progress = self._progress
@@ -282,9 +306,11 @@ class Resumer:
                 by a loader that cuts its epochs otherwise (``resume_checks``: naming both
                 values) or whose ``yielded`` is past the end of this loader's epoch.
         """
+        if self._elastic is not None and self._layout is not None:  # another world size, or a list
+            sd = self._elastic.resolve(sd, self._layout.describe())
         # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
         # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "failures")))
+        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "elastic", "failures")))
         if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
             raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
         seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)

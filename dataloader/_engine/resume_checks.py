@@ -28,7 +28,10 @@ with None for it (``TypeError``; ``Resumer.load``).  ``dataset_len`` is not comp
 sampler):
 
 - ``dataset_len``, ``batch_size``, ``sampler``, ``batch_sampler`` or ``world_size`` differ:
-  ``ValueError`` naming both values (the saved position would mean other rows here);
+  ``ValueError`` naming both values (the saved position would mean other rows here); a
+  ``world_size`` that differs between two built-in distributed samplers never gets here: the
+  state is resumed elastically first (``dataloader._engine.elastic``: the remainder of the
+  epoch, as a state of this loader), or refused there saying why;
 - ``drop_last`` differs: accepted; only the epoch's last, short batch depends on it, and it
   follows this loader's ``drop_last``;
 - ``rank`` differs: accepted (same ``world_size``): the position counts batches of this

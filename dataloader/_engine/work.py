@@ -77,33 +77,14 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         tune, size, jobs = shared.tune, shared.size, shared.jobs
         native = source.native if jobs is not None else None
         rec = native.recorder(worker_id) if native is not None else None  # None: no native jobs here
+        # An async epoch's workers claim batches ahead (async_build.work_ahead); not under
+        # "auto"'s gate, which may withdraw a worker holding them.
+        ahead = source.ahead_loop(worker_id) if tune is None else None
         del shared, source, native
-        set_worker = _context.set_worker
-        set_worker(None)
-        claim, complete = window.claim, window.complete
-        while tune is None or tune.admit(worker_id, window):
-            if jobs is None or rec is None:
-                k = claim(worker_id)
-            else:
-                # Builds native batches without the GIL; returns another batch, or Status.GATED when
-                # "auto" withdrew this worker (window.limit, set with the gate's count).
-                k = jobs.work(window, rec, worker_id if tune is not None else -1)
-                if k == Status.GATED:
-                    continue
-            if k < 0:
-                break
-            shared = ref()
-            source = shared.source if shared is not None else None
-            if shared is None or source is None:
-                return
-            slot = k % size
-            # get_worker_info() is this worker's only while it builds: a sleeping worker holds
-            # nothing of the epoch (its WorkerInfo holds the dataset).
-            set_worker(shared.infos[worker_id])
-            shared.results[slot].value = source.build(worker_id, shared.tasks[slot])
-            set_worker(None)
-            del shared, source
-            complete(k)
+        if ahead is not None:
+            ahead(window, ref, worker_id)
+        else:
+            _claim_and_build(window, ref, worker_id, size, tune, jobs, rec)
     finally:
         # Drop every reference into the epoch before leave(): close() returns as soon as
         # the last worker leaves, and then nothing may hold the dataset.  The worker's own
@@ -117,3 +98,36 @@ def work(window: Window, ref: weakref.ref[Shared], worker_id: int) -> None:
         _context.set_worker(None)
         _context.set_epoch_key(None)
         window.leave()
+
+
+def _claim_and_build(
+    window: Window, ref: weakref.ref[Shared], worker_id: int, size: int, tune: EpochTune | None,
+    jobs: RowJobs | None, rec: Any,
+) -> None:
+    """``work``'s loop: claim a batch (or build native ones: ``jobs``), build it, complete it."""
+    set_worker = _context.set_worker
+    set_worker(None)
+    claim, complete = window.claim, window.complete
+    while tune is None or tune.admit(worker_id, window):
+        if jobs is None or rec is None:
+            k = claim(worker_id)
+        else:
+            # Builds native batches without the GIL; returns another batch, or Status.GATED when
+            # "auto" withdrew this worker (window.limit, set with the gate's count).
+            k = jobs.work(window, rec, worker_id if tune is not None else -1)
+            if k == Status.GATED:
+                continue
+        if k < 0:
+            return
+        shared = ref()
+        source = shared.source if shared is not None else None
+        if shared is None or source is None:
+            return
+        slot = k % size
+        # get_worker_info() is this worker's only while it builds: a sleeping worker holds
+        # nothing of the epoch (its WorkerInfo holds the dataset).
+        set_worker(shared.infos[worker_id])
+        shared.results[slot].value = source.build(worker_id, shared.tasks[slot])
+        set_worker(None)
+        del shared, source
+        complete(k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sized
+from typing import Any
 
 import numpy as np
 
@@ -11,14 +12,14 @@ from dataloader._constants import INDEX_CHUNK_ROWS
 from dataloader._native._permute import Permutation
 from dataloader._rng import check_seed
 from dataloader._sampling.base import ChunkedSampler
+from dataloader._sampling.elastic import ElasticMixin, distributed_base
 from dataloader._sampling.permute import seeded_permutation
-from dataloader._sampling.state import ResumableMixin
 from dataloader._validate import check_int, env_int
 
 __all__ = ["DistributedSampler"]
 
 
-class DistributedSampler(ResumableMixin, ChunkedSampler, native=True):
+class DistributedSampler(ElasticMixin, ChunkedSampler, native=True):
     """Restricts loading to this rank's share of the dataset (PyTorch's ``DistributedSampler``).
 
     Args:
@@ -43,6 +44,11 @@ class DistributedSampler(ResumableMixin, ChunkedSampler, native=True):
     Memory: constant in ``len(dataset)``: the shuffle is a keyed Feistel permutation of
     ``[0, len(dataset))`` keyed by ``(seed, epoch)`` (:mod:`dataloader._sampling.permute`),
     evaluated for this rank's positions one chunk at a time.
+
+    Elastic resume: a ``load_state_dict`` state with ``"elastic"`` cuts makes the next
+    ``__iter__`` of its epoch yield this rank's share of what the old ranks left of that epoch,
+    split by the rule above (padding or ``drop_last``) applied to the remainder
+    (``dataloader._sampling.elastic``).
     """
 
     def __init__(
@@ -92,6 +98,9 @@ class DistributedSampler(ResumableMixin, ChunkedSampler, native=True):
             )
         order = None
         first = self._take_start()
+        remainder = self._take_remainder(self.epoch)
+        if remainder is not None:
+            return self._remainder_chunks(remainder, first)
         if self.shuffle and n:
             order = seeded_permutation(n, self.seed, self.epoch)
         return self._chunks(n, order, first)
@@ -106,4 +115,13 @@ class DistributedSampler(ResumableMixin, ChunkedSampler, native=True):
             yield positions if order is None else order.take(positions, positions)
 
     def __len__(self) -> int:
-        return self.num_samples
+        share = self._remainder_len()
+        return self.num_samples if share is None else share
+
+    def elastic_params(self) -> dict[str, Any]:
+        """``n``, ``seed``, ``shuffle``, ``drop_last``, ``world_size``, ``rank`` (``ElasticMixin``)."""
+        return {"n": self._dataset_len, "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                "world_size": self.num_replicas, "rank": self.rank}
+
+    def _base(self, levels: list[tuple[int, list[int]]], epoch: int) -> Any:
+        return distributed_base(self._dataset_len, self.seed, epoch, self.shuffle)

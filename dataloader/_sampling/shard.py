@@ -9,14 +9,14 @@ import numpy as np
 
 from dataloader._rng import EpochRng
 from dataloader._sampling.base import ChunkedSampler, arange_chunks
+from dataloader._sampling.elastic import ElasticMixin, shard_base
 from dataloader._sampling.permute import permutation_chunks, seeded_permutation
-from dataloader._sampling.state import ResumableMixin
 from dataloader._validate import check_int, env_int
 
 __all__ = ["ShardSampler"]
 
 
-class ShardSampler(ResumableMixin, ChunkedSampler, native=True):
+class ShardSampler(ElasticMixin, ChunkedSampler, native=True):
     """Yield this rank's share of ``range(n)``, shuffled per epoch.
 
     Args:
@@ -44,11 +44,18 @@ class ShardSampler(ResumableMixin, ChunkedSampler, native=True):
     independent.  The loader slices its index chunks into batches without
     per-index Python work (like RandomSampler's).
 
+    Elastic resume: a ``load_state_dict`` state with ``"elastic"`` cuts makes the next
+    ``__iter__`` of its epoch yield this rank's contiguous part of what the old shards left
+    (the old shards' remaining indices in shard order, each in its shard's permuted order;
+    ``dataloader._sampling.elastic``): nothing padded or dropped.
+
     Raises:
         TypeError: non-integer arguments, or len_or_dataset without a length.
         ValueError: n < 0, num_shards < 1, shard_id outside [0, num_shards),
             seed < 0, or a WORLD_SIZE / RANK value that is not such an int.
     """
+
+    _rule = "shard"  # how an elastic remainder is split (dataloader._sampling.remainder)
 
     def __init__(self, len_or_dataset: Any, num_shards: int | None = None,
                  shard_id: int | None = None, shuffle: bool = True, seed: int = 0) -> None:
@@ -92,7 +99,16 @@ class ShardSampler(ResumableMixin, ChunkedSampler, native=True):
         self._rng.set_epoch(epoch)
 
     def __len__(self) -> int:
-        return self.stop - self.start
+        share = self._remainder_len()
+        return self.stop - self.start if share is None else share
+
+    def elastic_params(self) -> dict[str, Any]:
+        """``n``, ``seed``, ``shuffle``, ``drop_last`` (False), ``world_size``, ``rank`` (``ElasticMixin``)."""
+        return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "drop_last": False,
+                "world_size": self.num_shards, "rank": self.shard_id}
+
+    def _base(self, levels: list[tuple[int, list[int]]], epoch: int) -> Any:
+        return shard_base(self.n, levels[0][0], self.seed, epoch, self.shuffle)
 
     def indices(self, epoch: int) -> np.ndarray:
         """This shard's indices for ``epoch`` as one int64 array (pure function; 8 bytes a row).
@@ -113,6 +129,9 @@ class ShardSampler(ResumableMixin, ChunkedSampler, native=True):
     def _index_chunks(self) -> Iterator[np.ndarray]:
         epoch = self._rng.claim()  # now, at iter(): the epoch belongs to this call
         first = self._take_start()
+        remainder = self._take_remainder(epoch)
+        if remainder is not None:
+            return self._remainder_chunks(remainder, first)
         if not self.shuffle:
             return arange_chunks(self.stop, min(self.start + first, self.stop))
         return self._chunks(epoch, first)

@@ -123,21 +123,35 @@ def test_drop_last_may_change_only_the_last_short_batch_follows_it(drop):
     assert rows(again) == rows(loader(drop[1]))[2:]
 
 
+class OwnShardSampler(ShardSampler):
+    """A user's subclass: not resumed elastically (its order may be its own)."""
+
+
+class OwnDistributedSampler(DistributedSampler):
+    """A user's subclass: not resumed elastically (its order may be its own)."""
+
+
 def distributed(world, rank, kind):
     ds = list(range(40))
-    if kind == "shard":
-        sampler = ShardSampler(ds, num_shards=world, shard_id=rank, seed=6)
+    if kind.endswith("shard"):
+        cls = OwnShardSampler if kind.startswith("own") else ShardSampler
+        sampler = cls(ds, num_shards=world, shard_id=rank, seed=6)
     else:
-        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=6)
+        cls = OwnDistributedSampler if kind.startswith("own") else DistributedSampler
+        sampler = cls(ds, num_replicas=world, rank=rank, seed=6)
     return DataLoader(ds, batch_size=2, sampler=sampler)
 
 
-@pytest.mark.parametrize("kind", ["distributed", "shard"])
+@pytest.mark.parametrize("kind", ["own-distributed", "own-shard"])
 def test_world_size_and_rank_are_recorded_and_another_world_size_is_refused(kind):
+    # The built-in samplers resume at another world size (tests/engine/test_elastic_resume.py);
+    # a subclass does not, and says why.
     sd = saved(distributed(4, 1, kind), 2)
     assert (sd["loader"]["world_size"], sd["loader"]["rank"]) == (4, 1)
-    assert sd["loader"]["sampler"] == ("ShardSampler" if kind == "shard" else "DistributedSampler")
-    with pytest.raises(ValueError, match="world_size=4; this loader has world_size=2"):
+    assert sd["loader"]["sampler"] == ("OwnShardSampler" if kind == "own-shard" else "OwnDistributedSampler")
+    assert sd["elastic"] is None
+    with pytest.raises(ValueError, match="world_size=4; this loader has world_size=2, and it cannot be resumed "
+                       "elastically: its sampler is .*Own"):
         distributed(2, 1, kind).load_state_dict(sd)
 
 

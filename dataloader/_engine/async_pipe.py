@@ -1,0 +1,220 @@
+"""The builder's side of an ``AsyncDataset``'s batches: the batches it handed the loop.
+
+A ``Pipeline`` belongs to one builder thread (a worker, or the consumer with
+``num_workers=0``).  It hands the loop thread a batch (``begin``: a ``async_run.BatchRun``
+under the pipeline's ``async_run.Feed``); a worker's feed then claims the next batches
+itself, on the loop thread (``claim``: ``async_run``), and says so on the pipeline's queue.
+The pipeline takes the results from that one queue in the order they come, whichever batch
+they belong to: each item is transformed at once, on this thread, into its batch's
+``Sink``.  ``finish`` waits until the oldest batch is done and returns it; meanwhile the
+later batches' items keep arriving and are transformed too.  ``head`` names the oldest
+batch; when there is none it first parks the feed (no more claims) and takes the batches
+the feed claimed before it parked.
+
+Cancellation: the waits poll ``cancelled()`` every ``ASYNC_POLL_S``; ``abandon`` cancels
+the batches and waits (bounded) until each is done, so requests in flight are cancelled,
+not completed.
+"""
+
+from __future__ import annotations
+
+import collections
+import queue
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dataloader import _context
+from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.async_loop import LoopRun
+from dataloader._engine.async_run import BEGUN, ENDED, PARKED, STOPPED, BatchRun, Feed
+
+__all__ = ["ASYNC_POLL_S", "EpochCancelled", "Pipeline", "Sink"]
+
+ASYNC_POLL_S = 0.02  # how soon a waiting builder sees its epoch cancelled (seconds)
+
+
+class EpochCancelled(Exception):
+    """The batch was abandoned because its epoch was closed (never shown to a user)."""
+
+
+class Sink:
+    """One batch's results on the builder's thread: the transformed items and the first
+    error by position (``failed``: ``[pos, exception]``, or empty)."""
+
+    __slots__ = ("k", "indices", "run", "items", "filled", "failed", "done")
+
+    def __init__(self, k: int, indices: Sequence[Any]) -> None:
+        self.k, self.indices = k, indices
+        self.run: Any = None  # its BatchRun, set by Pipeline.begin
+        self.items: list[Any] = [None] * len(indices)
+        self.filled = 0
+        self.failed: list[Any] = []
+        self.done = False
+
+
+class Pipeline:
+    """The batches one builder thread handed the loop (see the module).
+
+    Args:
+        loop: the run of the loader's event loop.
+        dataset: the ``AsyncDataset``.
+        limit: item coroutines in flight at most over all its batches (``item_concurrency``).
+        getitems: one ``__getitems__`` coroutine a batch (else one ``__getitem__`` an item).
+        transform: per-item transform, or None.
+        claim: on the loop thread, the next batch as ``(k, indices)`` without waiting, or
+            None (none published); None: the pipeline never claims (``num_workers=0``).
+        cancelled: whether the epoch was closed.
+
+    Thread-safety: one builder thread, and the loop thread for what the feed calls.
+    """
+
+    def __init__(
+        self, loop: LoopRun, dataset: Any, limit: int, getitems: bool, transform: Callable[[Any], Any] | None,
+        claim: Callable[[], tuple[int, Sequence[Any]] | None] | None, cancelled: Callable[[], bool],
+    ) -> None:
+        self.loop, self.dataset, self.getitems, self.transform = loop, dataset, getitems, transform
+        self.claim, self.cancelled = claim, cancelled
+        self.out: queue.SimpleQueue = queue.SimpleQueue()
+        self.feed = Feed(loop, limit, self.out, self._claimed if claim is not None else None)
+        self.pending: collections.deque[Sink] = collections.deque()
+        self.parked = claim is None  # builder thread only: the feed was told to claim no more
+        self.settled = claim is None  # builder thread only: ... and it said so (PARKED, STOPPED)
+
+    def _run(self, k: int, indices: Sequence[Any]) -> BatchRun:
+        sink = Sink(k, indices)
+        sink.run = BatchRun(self.feed, self.dataset, indices, self.getitems, self.transform is not None, sink)
+        return sink.run
+
+    def _claimed(self) -> BatchRun | None:
+        """On the loop thread (the feed's ``claim``): the next batch, announced to the builder."""
+        got = self.claim() if self.claim is not None else None
+        if got is None:
+            return None
+        run = self._run(*got)
+        self.out.put((run.sink, BEGUN, True, None))
+        return run
+
+    def begin(self, k: int, indices: Sequence[Any]) -> None:
+        """Hand the loop batch ``k`` (after those before it).
+
+        Raises:
+            RuntimeError: the loader's event loop was stopped.
+        """
+        run = self._run(k, indices)
+        self.pending.append(run.sink)
+        try:
+            self.loop.call(self.feed.add, run)
+        except BaseException:
+            self.pending.pop()
+            raise
+
+    def head(self) -> int:
+        """The oldest batch not finished (its ``k``), or -1: there is none, and the feed
+        claims no more (it was parked; -1 also when the epoch was closed meanwhile)."""
+        if not self.pending and not self.parked:
+            self.parked = True
+            try:
+                self.loop.call(self.feed.park)
+                while self._take(self._next()) != PARKED:
+                    pass
+                self.settled = True
+            except (EpochCancelled, RuntimeError):
+                return -1
+        return self.pending[0].k if self.pending else -1
+
+    def finish(self) -> Sink:
+        """The oldest batch once it is done (it is then no longer pending): its items
+        transformed, or its first error by position (``Sink.failed``).
+
+        Raises:
+            ``EpochCancelled`` once the epoch is closed; ``RuntimeError`` when the loader's
+            event loop stopped under an open epoch (the batch stays pending: ``abandon``).
+        """
+        sink = self.pending[0]
+        while not sink.done:
+            self._take(self._next())
+        self.pending.popleft()
+        return sink
+
+    def _next(self) -> Any:
+        while True:
+            try:
+                return self.out.get(timeout=ASYNC_POLL_S)
+            except queue.Empty:
+                if self.cancelled():
+                    raise EpochCancelled from None
+                if not self.loop.alive():
+                    raise RuntimeError("the DataLoader's event loop stopped while a batch was being fetched") from None
+
+    def _take(self, msg: Any) -> int:
+        """Act on one message of the loop (see ``async_run``); returns its ``pos``."""
+        sink, pos, ok, value = msg
+        msg = None
+        try:
+            if pos >= 0:
+                self._put(sink, pos, ok, value)
+            elif pos == ENDED:
+                for p, good, v in value:
+                    self._put(sink, p, good, v)
+                sink.done, sink.run = True, None  # no cycle left: the run let go of the sink
+            elif pos == BEGUN:
+                self.pending.append(sink)
+        finally:
+            value = v = None  # no local of this frame (in a transform error's traceback) holds a result
+        return pos
+
+    def _put(self, sink: Sink, pos: int, ok: bool, value: Any) -> None:
+        failed = sink.failed
+        if failed and pos > failed[0]:
+            return
+        if not ok:
+            failed[:] = (pos, value)
+            return
+        if self.transform is None:
+            sink.items[pos] = value
+            sink.filled += 1
+            return
+        saved = _context.swap_index(sink.indices[pos])
+        try:
+            sink.items[pos] = self.transform(value)
+            sink.filled += 1
+        except BaseException as exc:
+            tb = exc.__traceback__
+            failed[:] = (pos, exc.with_traceback(tb.tb_next if tb is not None else None))  # not this frame
+            try:
+                if sink.run is not None:
+                    self.loop.call(sink.run.fail, pos)
+            except RuntimeError:
+                pass
+        finally:
+            _context.set_index(saved)
+
+    def abandon(self, everything: bool = True) -> None:
+        """Cancel the batches and wait (bounded) until each is done; ``everything=False``:
+        the oldest only (else the feed also claims no more)."""
+        if everything and self.settled and not self.pending:
+            return
+        drop = self.pending if everything else collections.deque(list(self.pending)[:1])
+        try:
+            if everything:
+                self.parked = True
+                self.loop.call(self.feed.stop)
+            elif drop and drop[0].run is not None:
+                self.loop.call(drop[0].run.cancel)
+        except RuntimeError:  # the loop was stopped: its stop cancelled them
+            drop.clear()
+        stopped = not everything
+        deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
+        while (left := deadline - time.monotonic()) > 0 and self.loop.alive():
+            if stopped and all(s.done for s in drop):
+                break
+            try:
+                stopped = self._take(self.out.get(timeout=min(left, ASYNC_POLL_S * 5))) == STOPPED or stopped
+            except queue.Empty:
+                pass
+        self.settled = self.settled or (everything and stopped)
+        if everything:
+            self.pending.clear()
+        elif self.pending:
+            self.pending.popleft()

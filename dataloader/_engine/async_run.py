@@ -1,0 +1,310 @@
+"""The loop thread's side of an ``AsyncDataset``'s batches: item coroutines under a budget.
+
+A builder (a worker, or the consumer with ``num_workers=0``) owns one ``Feed``: a budget of
+``item_concurrency`` item coroutines in flight over the batches it has (``BatchRun``),
+started in the order the batches came, then in position order.  When an item ends, its
+slot goes to the next item not yet started: of the same batch, else of the next batch.  So
+a worker's requests stay in flight across its batch boundaries: the items of batch ``k +
+1`` start as those of batch ``k`` end, while the worker still collates batch ``k``.
+
+A worker's feed claims the next batch itself, on the loop thread, without waiting
+(``claim``: the epoch window's ``try_claim``), as soon as an item ended and every item of
+its batches has started, with a slot free, and one item at least of its last batch has
+ended: a worker claims batches ahead only while that last batch's items come back, so
+items that hang never draw more batches after them, and the window's bound on batches
+bounds the rest.  It tells the worker with a ``BEGUN`` message, before the batch's first
+result.  ``park`` stops the claims (the worker is about to sleep in the window's blocking
+``claim``, which must not race with one here): ``PARKED`` answers it.
+
+Messages on the builder's queue, each ``(sink, pos, ok, value)``, ``sink`` the builder's
+own object for the batch: ``pos >= 0`` an item's value (``ok``) or error; ``ENDED`` the
+batch is done (every item has a value or an error), ``value`` the results not sent yet, a
+list of ``(pos, ok, value)`` (without a transform, all of them: one wake-up a batch);
+``BEGUN`` the feed claimed the batch; ``PARKED`` (``sink`` None) the feed claims no more;
+``STOPPED`` (``sink`` None) the feed claims no more and cancelled its batches (``stop``).
+
+Every method of ``Feed`` and ``BatchRun`` after their construction runs on the loop thread
+only, so their state needs no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import reprlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dataloader._datasets.fetch import check_item_count
+from dataloader._engine.async_loop import LoopRun
+from dataloader._engine.errors import ItemCancelledError
+from dataloader._native._awaitable import is_awaitable
+
+__all__ = ["BEGUN", "ENDED", "PARKED", "STOPPED", "BatchRun", "Feed"]
+
+ENDED = -2  # a message's pos: the batch is done (every item has a value or an error)
+BEGUN = -3  # a message's pos: the feed claimed the batch (its first message)
+PARKED = -4  # a message's pos: the feed claims no more batches
+STOPPED = -5  # a message's pos: the feed claims no more and cancelled every batch it had
+
+
+class Feed:
+    """One builder's budget of item coroutines on the loop (see the module).
+
+    Args:
+        owner: the run of the loader's event loop.
+        limit: item coroutines in flight at most (``item_concurrency``, >= 1).
+        out: the builder's queue.
+        claim: on the loop thread, the next batch as a ``BatchRun`` of this feed (its
+            ``BEGUN`` message sent), or None (none published); None: the feed never claims.
+    """
+
+    def __init__(
+        self, owner: LoopRun, limit: int, out: queue.SimpleQueue, claim: Callable[[], BatchRun | None] | None,
+    ) -> None:
+        self.owner, self.limit, self.out, self.claim = owner, limit, out, claim
+        self.runs: list[BatchRun] = []  # not done, in the order they came
+        self.last: BatchRun | None = None  # the last batch that came, until it is done
+        self.last_done = False  # ... it is done (not held: a run holds its feed)
+        self.in_flight = 0  # item coroutines started and not ended (cancelled ones too)
+        self.lanes = 0  # lane tasks running (each awaits one item at a time): at most ``limit``
+
+    def add(self, run: BatchRun) -> None:
+        """Take one more batch (after those before it)."""
+        if self.owner.stopping:  # handed over as the run began to stop: never started
+            run.cancel()
+            return
+        self.owner.batches.add(run)  # the run's stop cancels it (async_loop.LoopRun._begin_stop)
+        self.runs.append(run)
+        self.last, self.last_done = run, False
+        self.fill()
+        run.maybe_done()
+
+    def park(self) -> None:
+        """Claim no more batches; say so (``PARKED``)."""
+        self.claim = None
+        self.out.put((None, PARKED, True, None))
+
+    def stop(self) -> None:
+        """Claim no more batches and cancel every one it has; say so (``STOPPED``)."""
+        self.claim = None
+        for run in list(self.runs):
+            run.cancel()
+        self.out.put((None, STOPPED, True, None))
+
+    def fill(self) -> None:
+        """Start a lane for each item not started yet, while fewer than ``limit`` run."""
+        waiting = sum(run.startable() for run in self.runs)
+        while self.lanes < self.limit and waiting > 0:
+            self.lanes += 1
+            waiting -= 1
+            self.owner.loop.create_task(self._lane())
+
+    def _next(self) -> tuple[BatchRun, int, Any] | None:
+        """The next item to await (oldest batch first; a batch claimed now if none is left and
+        its last batch came back), or None."""
+        for run in tuple(self.runs):  # a batch whose item failed to start may end (done) meanwhile
+            got = run.next_item()
+            if got is not None:
+                return run, got[0], got[1]
+        came_back = self.last_done or (self.last is not None and self.last.ended > 0)
+        if self.claim is not None and came_back and not self.owner.stopping:
+            claimed = self.claim()
+            if claimed is not None:
+                self.add(claimed)
+                got = claimed.next_item()
+                if got is not None:
+                    return claimed, got[0], got[1]
+        return None
+
+    async def _lane(self) -> None:
+        """Await items one after another (no task, no callback per item: the next request
+        goes out in the same step as the last one's end); ends when none is left, or after a
+        cancellation (``fill`` starts another where items wait)."""
+        task = asyncio.current_task()
+        try:
+            while (got := self._next()) is not None:
+                run, pos, aw = got
+                got = None
+                run.tasks[pos] = task
+                self.in_flight += 1
+                try:
+                    value = await aw
+                except asyncio.CancelledError as exc:
+                    self.in_flight -= 1
+                    run.ended_cancelled(pos, exc)
+                    return
+                except GeneratorExit:  # the loop closed with the lane pending
+                    raise
+                except BaseException as exc:  # KeyboardInterrupt too: the item's error
+                    self.in_flight -= 1
+                    tb = exc.__traceback__
+                    run.ended_with(pos, False, exc.with_traceback(tb.tb_next if tb is not None else None))
+                else:
+                    self.in_flight -= 1
+                    run.ended_with(pos, True, value)
+                finally:
+                    aw = value = None
+        finally:
+            self.lanes -= 1
+            if not self.owner.stopping:
+                self.fill()
+
+    def done(self, run: BatchRun) -> None:
+        self.owner.batches.discard(run)
+        if run in self.runs:
+            self.runs.remove(run)
+        if run is self.last:
+            self.last, self.last_done = None, True
+
+
+class BatchRun:
+    """One batch's coroutines, under its feed's budget.  Built on the builder's thread;
+    every method after that runs on the loop thread only.
+
+    Errors are those of the sequential loader: when the item at position ``p`` fails, no
+    position after ``p`` starts, those in flight are cancelled, those before ``p`` are
+    awaited, and the batch fails with the first error by position (``async_build``).
+    """
+
+    def __init__(
+        self, feed: Feed, dataset: Any, indices: Sequence[Any], getitems: bool, per_item: bool, sink: Any,
+    ) -> None:
+        self.feed, self.dataset, self.indices, self.getitems = feed, dataset, indices, getitems
+        self.sink = sink
+        # per_item: each result goes to the builder as it completes (there is a transform to
+        # run); otherwise they are kept and sent once, with the end (one wake-up per batch).
+        self.per_item = per_item
+        self.kept: list[tuple[int, bool, Any]] = []
+        self.tasks: dict[int, Any] = {}
+        self.next_pos = 0
+        self.ended = 0  # item coroutines that ended (a value, an error, cancelled)
+        self.stop_at: int | None = None
+        self.cancelled = False
+        self.finished = False
+
+    def startable(self) -> int:
+        """Items not started yet that may start."""
+        if self.cancelled or self.stop_at is not None:
+            return 0
+        if self.getitems:
+            return 1 if self.next_pos == 0 else 0
+        return len(self.indices) - self.next_pos
+
+    def next_item(self) -> tuple[int, Any] | None:
+        """``(position, awaitable)`` of the next item to start, or None; an item whose
+        ``__getitem__`` raised (or returned no awaitable) fails here, and nothing after it starts."""
+        while self.startable():
+            pos = self.next_pos
+            if self.getitems:
+                self.next_pos = len(self.indices)
+                aw = self._awaitable(0, "__getitems__", list(self.indices))
+            else:
+                self.next_pos += 1
+                aw = self._awaitable(pos, "__getitem__", self.indices[pos])
+            if aw is not None:
+                return pos, aw
+        return None
+
+    def _awaitable(self, pos: int, method: str, arg: Any) -> Any:
+        aw = None
+        try:
+            aw = getattr(self.dataset, method)(arg)
+            if not is_awaitable(aw):
+                raise TypeError(f"{self._what(pos)} returned a {type(aw).__name__}, not an awaitable")
+            return aw
+        except BaseException as exc:  # __getitem__ raised, or returned no awaitable
+            if inspect.iscoroutine(aw):
+                aw.close()
+            self.ended += 1
+            self._emit(pos, False, exc)
+            self.fail(pos)
+            return None
+
+    def _what(self, pos: int) -> str:
+        name = type(self.dataset).__name__
+        if self.getitems:
+            return f"{name}.__getitems__({reprlib.repr(list(self.indices))})"
+        return f"{name}.__getitem__({reprlib.repr(self.indices[pos])})"
+
+    def ended_with(self, pos: int, ok: bool, value: Any) -> None:
+        """The item at ``pos`` returned ``value`` (``ok``) or raised it."""
+        self.tasks.pop(pos, None)
+        self.ended += 1
+        if not ok:
+            self._emit(pos, False, value)
+            self.fail(pos)
+        elif self.getitems:
+            self._put_batch(value)
+        else:
+            self._emit(pos, True, value)
+        self.maybe_done()
+
+    def ended_cancelled(self, pos: int, exc: asyncio.CancelledError) -> None:
+        """The item at ``pos`` ended cancelled: by this batch (an error before it, or the batch
+        abandoned), no item; by anything else, its item's error (the batch would lack it)."""
+        self.tasks.pop(pos, None)
+        self.ended += 1
+        if not self.cancelled and (self.stop_at is None or pos <= self.stop_at):
+            self._emit(pos, False, self._cancelled_error(pos, exc))
+            self.fail(pos)
+        self.maybe_done()
+
+    def _cancelled_error(self, pos: int, exc: asyncio.CancelledError) -> ItemCancelledError:
+        tb = exc.__traceback__
+        cause = exc.with_traceback(tb.tb_next if tb is not None else None)  # not the lane's frame: no cycle
+        index = list(self.indices) if self.getitems else self.indices[pos]
+        error = ItemCancelledError(
+            f"{self._what(pos)} ended cancelled (asyncio.CancelledError) although the loader did not cancel it: "
+            f"it awaited something that another task cancelled, or cancelled itself", index)
+        error.__cause__ = cause
+        return error
+
+    def _put_batch(self, items: Any) -> None:
+        try:  # never raise here, in a done-callback: the batch would never end
+            if not hasattr(items, "__len__") or not hasattr(items, "__getitem__"):
+                raise TypeError(f"{self._what(0)} returned a {type(items).__name__}, not a sequence of items")
+            items = check_item_count(items, len(self.indices))
+            values = [items[pos] for pos in range(len(self.indices))]
+        except Exception as exc:
+            self._emit(0, False, exc)
+            return
+        for pos, item in enumerate(values):
+            self._emit(pos, True, item)
+
+    def fail(self, pos: int) -> None:
+        """Start nothing after ``pos``; cancel what is in flight after it."""
+        if self.stop_at is None or pos < self.stop_at:
+            self.stop_at = pos
+        for p, task in list(self.tasks.items()):
+            if p > pos:
+                self._cancel(p, task)
+        self.maybe_done()
+
+    def cancel(self) -> None:
+        """Abandon the batch: cancel every coroutine in flight, start none."""
+        self.cancelled = True
+        for pos, task in list(self.tasks.items()):
+            self._cancel(pos, task)
+        self.maybe_done()
+
+    def _cancel(self, pos: int, task: Any) -> None:
+        task.set_name(self._what(pos))  # what the loop's stop names if it does not end
+        task.cancel()
+
+    def maybe_done(self) -> None:
+        if self.finished or self.tasks:
+            return
+        if self.cancelled or self.stop_at is not None or self.next_pos >= len(self.indices):
+            self.finished = True
+            self.feed.done(self)
+            kept, self.kept = self.kept, []
+            sink, self.sink = self.sink, None  # the sink holds its run until the builder saw this
+            self.feed.out.put((sink, ENDED, True, kept))  # one message: one wake-up of the builder
+
+    def _emit(self, pos: int, ok: bool, value: Any) -> None:
+        if self.per_item:
+            self.feed.out.put((self.sink, pos, ok, value))
+        else:
+            self.kept.append((pos, ok, value))
