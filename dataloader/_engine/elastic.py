@@ -56,6 +56,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, cast
 
+from dataloader._engine.failures import spread_counts
 from dataloader._sampling.batch import BatchSampler
 from dataloader._sampling.distributed import DistributedSampler
 from dataloader._sampling.elastic import ElasticMixin, check_levels
@@ -196,7 +197,11 @@ class ElasticSampler:
                 f"and it cannot be resumed elastically: {why}"
             )
         rec = _check_record(state["elastic"], "")
-        return self._merge(state, rec, [state.get("yielded")] * rec["world_size"], mine)
+        merged = self._merge(state, rec, [state.get("yielded")] * rec["world_size"], mine)
+        counts = spread_counts([state], mine["rank"], mine["world_size"])  # one rank's: to new rank 0
+        if counts is not None:
+            merged["failures"] = counts
+        return merged
 
     def _from_list(self, states: list[Any], mine: dict[str, Any]) -> dict[str, Any]:
         if not states:
@@ -221,7 +226,11 @@ class ElasticSampler:
             return states[mine["rank"]]  # the same world: this rank's own state, resumed as today
         # The loader's own seed (worker seeds, item_rng) is the old rank's of this rank number.
         first = states[mine["rank"] % len(states)]
-        return self._merge(first, records[0], [sd["yielded"] for sd in states], mine)
+        merged = self._merge(first, records[0], [sd["yielded"] for sd in states], mine)
+        counts = spread_counts(states, mine["rank"], mine["world_size"])
+        if counts is not None:
+            merged["failures"] = counts
+        return merged
 
     def _merge(self, first: dict[str, Any], rec: dict[str, Any], steps: list[Any],
                mine: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +240,7 @@ class ElasticSampler:
         sampler's record."""
         sampler = self.sampler
         assert sampler is not None
-        check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic"))
+        check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic", "failures"))
         p = {"sampler": type(sampler).__name__, **sampler.elastic_params()}
         for key in _MINE:
             if rec[key] != p[key]:
