@@ -214,3 +214,46 @@ def test_the_state_records_the_global_position_world_size_and_rank():
         "drop_last": False, "samples": 14, "consumed": 10, "position": 40,
     }
     assert DataLoader(list(range(5)), batch_size=2).state_dict()["elastic"] is None
+
+
+class _FailsOn7:
+    """Rows 0..n-1; row ``i`` raises when ``i % 7 == 3``."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i % 7 == 3:
+            raise OSError(f"row {i} is corrupt")
+        return i
+
+
+@pytest.mark.parametrize("old, new", [(4, 2), (2, 3)])
+def test_failure_counts_of_the_old_ranks_are_spread_over_the_new_ones_and_their_sum_kept(old, new):
+    ds = _FailsOn7(N_ROWS)
+
+    def make(world, rank):
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=SEED)
+        return DataLoader(ds, batch_size=4, sampler=sampler, on_error="skip")
+
+    states = []
+    for r in range(old):
+        states.append(run(make(old, r), 0, 2)[1])
+    saved = [sd["failures"] for sd in states]
+    assert sum(c["failed"] for c in saved) > 0
+    loaded = []
+    for r in range(new):
+        lo = make(new, r)
+        lo.load_state_dict(states)
+        counts = lo.state_dict().get("failures") or dict.fromkeys(saved[0], 0)  # as loaded
+        loaded.append(counts)
+        it = iter(lo)
+        next(it)  # the epoch goes on counting from them
+        assert lo.state_dict()["failures"]["seen"] == counts["seen"] + 4
+        it.close()
+    for key in saved[0]:
+        assert sum(c[key] for c in loaded) == sum(c[key] for c in saved)
+    assert loaded[0]["seen"] == sum(saved[j]["seen"] for j in range(old) if j % new == 0)
