@@ -122,6 +122,7 @@ def main() -> None:
     steps = validate(model.module)
     (args.ckpt / f"validation-{world}-{rank}.json").write_text(json.dumps(steps))
     print(f"rank {rank}/{world}: {len(seen)} rows, {len(loader.failures)} failed, {steps} validation steps")
+    dist.barrier()  # no rank tears gloo down while another still talks to it (torch aborts then)
     dist.destroy_process_group()
 
 
