@@ -156,10 +156,10 @@ class DataLoader(Generic[T_co]):
 
     Raises:
         ValueError, TypeError: for invalid arguments; the message names the value.
-        TooManyFailures: (from ``next()``) an epoch's failures passed ``max_failures``.
             Assigning ``batch_size``, ``sampler``, ``batch_sampler``, ``drop_last``,
             ``dataset`` or ``persistent_workers`` after construction raises
             ``ValueError``, as in PyTorch.
+        TooManyFailures: (from ``next()``) an epoch's failures passed ``max_failures``.
 
     Warns:
         UserWarning: ``num_workers`` exceeds the CPUs this process may use (PyTorch's
@@ -359,7 +359,10 @@ class DataLoader(Generic[T_co]):
         Keys ``version``, ``seed``, ``epoch``, ``yielded`` (batches ``next()`` returned or
         raised in that epoch, counted at the consumer; a batch interrupted by Ctrl-C is not
         counted), ``sampler``, ``dataset``, ``loader`` (how this loader cuts its epochs, which
-        ``load_state_dict`` checks): see ``dataloader._engine.resume``.  It describes the
+        ``load_state_dict`` checks), ``elastic`` (what a resume on another world size needs;
+        None unless the sampler is a built-in ``DistributedSampler`` / ``ShardSampler``) and,
+        mid-epoch under ``on_error="skip"``/``"replace"``, ``failures`` (the epoch's failure
+        counts): see ``dataloader._engine.resume``.  It describes the
         epoch started last; after its end (or before any), the next one.  O(1) in the epoch's
         length.  The dict is new, the caller's own (it shares nothing with the loader).
 
@@ -388,6 +391,9 @@ class DataLoader(Generic[T_co]):
 
         Args:
             state_dict: ``state_dict()``'s dict, or a list of every old rank's dict.
+
+        Thread-safety: any thread; do not race it with ``iter(loader)`` (which of the two
+        comes first decides which epoch the loaded position applies to), as for ``seek``.
 
         Raises:
             TypeError, ValueError: a malformed state, naming the bad key and value.
