@@ -133,8 +133,8 @@ class ElasticSampler:
         if not _builtin(sampler):
             kind = type(sampler)
             what = "no index sampler (an IterableDataset)" if root is None else f"{kind.__module__}.{kind.__qualname__}"
-            return cls(root, None, 1, False, f"its sampler is {what}, not a DistributedSampler or ShardSampler "
-                       "(with the loader's own or a BatchSampler)")
+            return cls(root, None, 1, False, f"its sampler is {what}, not dataloader.DistributedSampler or "
+                       "dataloader.ShardSampler (with the loader's own or a BatchSampler)")
         refusal = None if in_order else (
             "in_order=False: its batches come in completion order, so the resumed epoch's position "
             "could not be saved again")
