@@ -42,8 +42,8 @@ from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan
 
 __all__ = [
-    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "WatchedItems", "bisected", "item_outcomes", "policy_builder",
-    "substitute_index",
+    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "SubstitutesFailed", "WatchedItems", "bisected", "item_outcomes",
+    "policy_builder", "substitute_index",
 ]
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED", "__slots__": ()})()
@@ -78,6 +78,26 @@ class Recovered:
 
     def __init__(self, batch: Any, seen: int, failures: list[FailureRecord], skipped: int, replaced: int) -> None:
         self.batch, self.seen, self.failures, self.skipped, self.replaced = batch, seen, failures, skipped, replaced
+
+
+class SubstitutesFailed(RuntimeError):
+    """``"replace"``: ``MAX_REPLACE_ATTEMPTS`` substitutes of one item failed, so its batch fails
+    (``next()`` raises this ``RuntimeError``).  The consumer counts the batch's failures before
+    raising it (``dataloader._engine.policed``): they appear in ``loader.failures`` and count
+    toward ``max_failures`` like any other.
+
+    Attributes:
+        seen: items the failed batch was built from.
+        records: the batch's failure records (the failing items and every failed substitute).
+    """
+
+    def __init__(self, message: str, seen: int, records: list[FailureRecord]) -> None:
+        super().__init__(message)
+        self.seen = seen
+        self.records = records
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.args[0], self.seen, self.records)
 
 
 def substitute_index(seed: int, epoch: int, batch: int, place: int, attempt: int, n: int) -> int:
@@ -171,15 +191,17 @@ class PolicyBuilder(Builder):
             failures.append(record(epoch, self._dataset, _plain(indices[place]), exc))
             del exc
             if self._policy.on_error == "replace":
-                items.append(self._substitute(k, place, failures))
+                items.append(self._substitute(k, place, failures, len(outcomes)))
                 replaced += 1
         return items, failures, replaced
 
-    def _substitute(self, k: int, place: int, failures: list[FailureRecord]) -> Any:
-        """The first substitute of the item at ``place`` of batch ``k`` that does not fail.
+    def _substitute(self, k: int, place: int, failures: list[FailureRecord], seen: int) -> Any:
+        """The first substitute of the item at ``place`` of batch ``k`` (of ``seen`` items) that
+        does not fail; each failure is appended to ``failures``.
 
         Raises:
-            RuntimeError: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its cause).
+            SubstitutesFailed: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its
+                cause; the batch's ``failures`` its records).
         """
         seed, epoch = self._epoch_key
         if self._n == 0:
@@ -195,9 +217,9 @@ class PolicyBuilder(Builder):
             except Exception as exc:
                 failures.append(record(epoch, self._dataset, j, exc))
                 last[:] = [exc]
-        raise RuntimeError(
+        raise SubstitutesFailed(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
-            f"failed in a row (the data may be mostly broken; see loader.failures)") from last.pop()
+            f"failed in a row (the data may be mostly broken; see loader.failures)", seen, failures) from last.pop()
 
 
 def item_outcomes(

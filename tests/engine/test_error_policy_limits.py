@@ -135,6 +135,23 @@ def test_replace_gives_up_after_sixteen_failing_substitutes():
     assert isinstance(info.value.__cause__, OSError)
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_batch_whose_substitutes_all_fail_counts_its_failures_toward_the_limit(num_workers):
+    loader = DataLoader(Broken(n=20, bad=set(range(20))), batch_size=2, on_error="replace", max_failures=20,
+                        num_workers=num_workers)
+    it = iter(loader)
+    with pytest.raises(RuntimeError, match="16 substitutes failed in a row"):
+        next(it)  # item 0 and its 16 substitutes: 17 failures, the limit not passed yet
+    assert len(loader.failures) == loader.stats.failed == 17
+    assert loader.failures[0].index == 0
+    with pytest.raises(TooManyFailures) as info:
+        next(it)  # 34 failures: past max_failures=20, the epoch ends
+    assert info.value.failed == 34
+    with pytest.raises(StopIteration):
+        next(it)
+
+
 def test_raise_builds_the_plain_epochs_and_saves_no_failures():
     loader = DataLoader(Broken(bad={5}), batch_size=4)
     it = iter(loader)
