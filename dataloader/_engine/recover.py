@@ -207,16 +207,21 @@ class PolicyBuilder(Builder):
         if self._n == 0:
             raise RuntimeError(f"on_error='replace': batch {k} of epoch {epoch}: the dataset is empty, "
                                "there is no item to substitute")
-        last: list[Exception] = []  # popped to raise: this frame must not hold it (its traceback holds the frame)
+        # The last failure, popped to raise and cleared before a substitute is returned: this
+        # frame must not hold it (its traceback holds the frame: a cycle only gc would free).
+        last: list[Exception] = []
         for attempt in range(MAX_REPLACE_ATTEMPTS):
             j = substitute_index(seed, epoch, k, place, attempt, self._n)
             try:
-                return self._one(j)
+                item = self._one(j)
             except self._passthrough:
                 raise
             except Exception as exc:
                 failures.append(record(epoch, self._dataset, j, exc))
                 last[:] = [exc]
+                continue
+            last.clear()
+            return item
         raise SubstitutesFailed(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
             f"failed in a row (the data may be mostly broken; see loader.failures)", seen, failures) from last.pop()
