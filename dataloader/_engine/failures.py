@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 from dataloader._engine.error_policy import ErrorPolicy
 
 __all__ = [
-    "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures", "location_of", "record",
+    "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures", "location_of", "message_of",
+    "record",
 ]
 
 # Records kept per epoch (loader.failures); the counts stay exact beyond.  1000 records of a
@@ -83,9 +84,17 @@ def location_of(dataset: Any, index: Any) -> str | None:
     return loc if isinstance(loc, str) else None
 
 
+def message_of(exc: BaseException) -> str:
+    """``str(exc)`` cut to ``MESSAGE_CHARS``, or a note where its ``__str__`` fails: a report never raises."""
+    try:
+        return str(exc)[:MESSAGE_CHARS]
+    except Exception as err:
+        return f"<str() of the {type(exc).__name__} raised {type(err).__name__}>"
+
+
 def record(epoch: int, dataset: Any, index: Any, exc: BaseException) -> FailureRecord:
     """The ``FailureRecord`` of ``index``'s ``exc`` (on the thread that built the batch)."""
-    return FailureRecord(epoch, index, location_of(dataset, index), type(exc), str(exc)[:MESSAGE_CHARS])
+    return FailureRecord(epoch, index, location_of(dataset, index), type(exc), message_of(exc))
 
 
 class FailureLog:

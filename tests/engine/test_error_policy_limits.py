@@ -197,3 +197,25 @@ def test_a_saved_failures_entry_is_checked_on_load():
     state["failures"]["failed"] = -1
     with pytest.raises(ValueError, match="'failed'"):
         DataLoader(Broken(bad={1}), batch_size=4, on_error="skip").load_state_dict(state)
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+class _UnprintableAt2(Items):
+    def __getitem__(self, index):
+        if index == 2:
+            raise _Unprintable()
+        return index
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_item_exception_whose_str_fails_is_recorded_not_raised(num_workers):
+    loader = DataLoader(_UnprintableAt2(), batch_size=4, on_error="skip", num_workers=num_workers)
+    assert as_list(next(iter(loader))) == [0, 1, 3]
+    (rec,) = loader.failures
+    assert (rec.index, rec.exc_type) == (2, _Unprintable)
+    assert rec.message == "<str() of the _Unprintable raised ValueError>"
