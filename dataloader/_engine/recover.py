@@ -42,8 +42,8 @@ from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan
 
 __all__ = [
-    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "SubstitutesFailed", "WatchedItems", "bisected", "item_outcomes",
-    "policy_builder", "substitute_index",
+    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "SubstitutesFailed", "WatchedItems", "bisected", "halved",
+    "item_outcomes", "policy_builder", "substitute_index",
 ]
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED", "__slots__": ()})()
@@ -267,6 +267,17 @@ def bisected(
     return bisected(many, indices[:mid], passthrough) + bisected(many, indices[mid:], passthrough)
 
 
+def halved(
+    many: Callable[[Sequence[Any]], list[Any]], indices: Sequence[Any], passthrough: tuple[type[BaseException], ...]
+) -> list[Any]:
+    """``bisected`` over each half of ``indices``: the outcomes of a batch whose fetch as a
+    whole just failed (fetching it whole again would only repeat the failing requests)."""
+    if len(indices) < 2:
+        return bisected(many, indices, passthrough)
+    mid = len(indices) // 2
+    return bisected(many, indices[:mid], passthrough) + bisected(many, indices[mid:], passthrough)
+
+
 def _safe(one: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def safe(index: Any) -> Any:
         try:
@@ -294,7 +305,7 @@ def policy_builder(
         one: Callable[[Any], Any] = lambda index: fetcher.fetch([index] if auto_collation else index)[0]
         many: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch(list(indices))
         outcomes: Callable[[Sequence[Any]], list[Any]] = (
-            (lambda indices: bisected(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
+            (lambda indices: halved(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
         batch_first = True
     else:
         items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)
