@@ -37,7 +37,7 @@ def policed_next(it: Epoch | SequentialEpoch, log: FailureLog, next_batch: Any) 
             return out
         _count(it, log, out.seen, out.failures, out.skipped, out.replaced)
         if out.batch is not SKIPPED:
-            return out.batch
+            return out.batch  # a Failure (collate_fn after failed items) is raised by __next__
 
 
 def _count(it: Epoch | SequentialEpoch, log: FailureLog, seen: int, failures: list[Any], skipped: int,

@@ -35,6 +35,7 @@ from dataloader._engine.error_policy import MAX_REPLACE_ATTEMPTS, ErrorPolicy
 from dataloader._engine.failures import FailureRecord, record
 from dataloader._engine.items import MapItems
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._engine.outcome import Failure, no_stop_iteration
 from dataloader._engine.pool import WorkerSetup
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
@@ -68,7 +69,8 @@ class Recovered:
     """A batch built under a policy, for the consumer's ``FailureLog``.
 
     Attributes:
-        batch: the collated batch, or ``SKIPPED``.
+        batch: the collated batch, ``SKIPPED``, or the ``Failure`` of a ``collate_fn`` that
+            failed after some of the batch's items had failed (``next()`` raises it).
         seen: items the batch was built from (its indices).
         failures: the records of its failed items (substitutes that failed too), in order.
         skipped, replaced: items dropped and items substituted.
@@ -172,7 +174,15 @@ class PolicyBuilder(Builder):
         if not items:
             return Recovered(SKIPPED, len(indices), failures, skipped, 0)
         rec.fetched()
-        batch = self._collate(items if self._auto else items[0])
+        try:
+            batch = self._collate(items if self._auto else items[0])
+        except Exception as exc:
+            if not failures:
+                raise
+            # next() raises the collate error, and the failed items of its batch still count.
+            rec.failed()
+            return Recovered(Failure(no_stop_iteration(exc, "collate_fn", "building a batch")), len(indices),
+                             failures, 0, 0)
         rec.done()
         return Recovered(batch, len(indices), failures, skipped, replaced)
 

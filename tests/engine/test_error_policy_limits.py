@@ -128,6 +128,23 @@ def test_a_collate_fn_error_fails_its_batch_under_every_policy(policy, num_worke
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_collate_fn_error_after_failed_items_still_counts_them(num_workers):
+    def collate(items):
+        if items[0] == 0:
+            raise ValueError("cannot collate the first batch")
+        return items
+
+    loader = DataLoader(Broken(n=12, bad={1, 2}), batch_size=4, collate_fn=collate, num_workers=num_workers,
+                        on_error="skip", max_failures=3)
+    it = iter(loader)
+    with pytest.raises(ValueError, match="cannot collate the first batch"):
+        next(it)
+    assert [r.index for r in loader.failures] == [1, 2] and loader.stats.failed == 2
+    assert next(it) == [4, 5, 6, 7]
+
+
+@pytest.mark.timeout(30)
 def test_replace_gives_up_after_sixteen_failing_substitutes():
     loader = DataLoader(Broken(n=20, bad=set(range(20))), batch_size=2, on_error="replace", max_failures=1000)
     with pytest.raises(RuntimeError, match="16 substitutes failed in a row") as info:
