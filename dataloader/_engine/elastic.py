@@ -56,6 +56,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, cast
 
+from dataloader._engine.failures import spread_counts
 from dataloader._sampling.batch import BatchSampler
 from dataloader._sampling.distributed import DistributedSampler
 from dataloader._sampling.elastic import ElasticMixin, check_levels
@@ -196,7 +197,16 @@ class ElasticSampler:
                 f"and it cannot be resumed elastically: {why}"
             )
         rec = _check_record(state["elastic"], "")
-        return self._merge(state, rec, [state.get("yielded")] * rec["world_size"], mine)
+        if rec["world_size"] != old:
+            raise ValueError(
+                f"DataLoader state 'elastic' has world_size={rec['world_size']} but 'loader' has "
+                f"world_size={old}: the state was edited; restore the saved one"
+            )
+        merged = self._merge(state, rec, [state.get("yielded")] * rec["world_size"], mine)
+        counts = spread_counts([state], mine["rank"], mine["world_size"])  # one rank's: to new rank 0
+        if counts is not None:
+            merged["failures"] = counts
+        return merged
 
     def _from_list(self, states: list[Any], mine: dict[str, Any]) -> dict[str, Any]:
         if not states:
@@ -221,7 +231,11 @@ class ElasticSampler:
             return states[mine["rank"]]  # the same world: this rank's own state, resumed as today
         # The loader's own seed (worker seeds, item_rng) is the old rank's of this rank number.
         first = states[mine["rank"] % len(states)]
-        return self._merge(first, records[0], [sd["yielded"] for sd in states], mine)
+        merged = self._merge(first, records[0], [sd["yielded"] for sd in states], mine)
+        counts = spread_counts(states, mine["rank"], mine["world_size"])
+        if counts is not None:
+            merged["failures"] = counts
+        return merged
 
     def _merge(self, first: dict[str, Any], rec: dict[str, Any], steps: list[Any],
                mine: dict[str, Any]) -> dict[str, Any]:
@@ -231,7 +245,7 @@ class ElasticSampler:
         sampler's record."""
         sampler = self.sampler
         assert sampler is not None
-        check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic"))
+        check_state(first, "DataLoader", _STATE_KEYS, ("loader", "elastic", "failures"))
         p = {"sampler": type(sampler).__name__, **sampler.elastic_params()}
         for key in _MINE:
             if rec[key] != p[key]:
@@ -249,8 +263,7 @@ class ElasticSampler:
         s = sampler.elastic_order(levels, epoch).length if levels else p["n"]  # the sequence cut
         saved = first["loader"] if isinstance(first.get("loader"), dict) else {}
         size, drop = saved.get("batch_size") or 1, bool(saved.get("drop_last"))  # the old batches
-        counts = [consumed_at(check_int(k, "DataLoader state 'yielded'", minimum=0),
-                              share(sampler.elastic_rule, s, world, r, p["drop_last"]), size, drop)
+        counts = [_consumed(k, share(sampler.elastic_rule, s, world, r, p["drop_last"]), size, drop, r)
                   for r, k in enumerate(steps)]
         if any(counts):
             levels = [*levels, (world, list(counts))]
@@ -273,12 +286,38 @@ class ElasticSampler:
         return {"sampler": state, "start": 0}
 
 
+def _consumed(yielded: object, samples: int, batch_size: int, drop_last: bool, rank: int) -> int:
+    """Samples old rank ``rank`` consumed after ``yielded`` batches of its share of ``samples``.
+
+    Raises:
+        TypeError, ValueError: ``yielded`` is not an int >= 0, or is more than the rank's
+            batches (as a resume at the same world size refuses it: other rows were meant).
+    """
+    k = check_int(yielded, "DataLoader state 'yielded'", minimum=0)
+    batches = samples // batch_size if drop_last else -(-samples // batch_size)
+    if k > batches:
+        raise ValueError(
+            f"DataLoader state 'yielded'={k} of old rank {rank} is more than the {batches} batches of "
+            f"its share of the epoch ({samples} samples, batch_size={batch_size}): it was saved by a "
+            "loader with another dataset, sampler or batch_size"
+        )
+    return consumed_at(k, samples, batch_size, drop_last)
+
+
 def _check_record(record: object, where: str) -> dict[str, Any]:
+    """``record`` checked as an ``"elastic"`` record: its keys, their types, and a world size
+    >= 1 with a rank in it (an edited one is refused, not resumed as another epoch)."""
     rec = check_state(record, f"DataLoader{where} 'elastic'", RECORD_KEYS)
     for key in RECORD_KEYS:
         kind = str if key == "sampler" else bool if key in ("shuffle", "drop_last") else int
         if type(rec[key]) is not kind:
             raise TypeError(f"DataLoader{where} state 'elastic' '{key}' must be {kind.__name__}, got {type(rec[key]).__name__}")
+    world, rank = rec["world_size"], rec["rank"]
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(
+            f"DataLoader{where} state 'elastic' has world_size={world}, rank={rank}: "
+            "a world size >= 1 and a rank in [0, world_size) are needed"
+        )
     return rec
 
 

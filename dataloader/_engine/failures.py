@@ -14,11 +14,15 @@ import threading
 from typing import Any, NamedTuple
 
 from dataloader._engine.error_policy import ErrorPolicy
+from dataloader._sampling.state import check_state
+from dataloader._validate import check_int
 
 __all__ = [
-    "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures", "location_of", "message_of",
-    "record",
+    "COUNT_KEYS", "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures",
+    "check_counts", "location_of", "message_of", "record", "spread_counts",
 ]
+
+COUNT_KEYS = ("seen", "failed", "skipped", "replaced")  # FailureLog.counts(), a state's "failures"
 
 # Records kept per epoch (loader.failures); the counts stay exact beyond.  1000 records of a
 # path or URL and a message of at most MESSAGE_CHARS each: a few hundred KiB at most.
@@ -161,3 +165,28 @@ class FailureLog:
         """``{"seen", "failed", "skipped", "replaced"}`` so far (a new dict; ``state_dict`` saves it)."""
         with self._lock:
             return dict(self._counts)
+
+
+def check_counts(counts: object) -> dict[str, int]:
+    """A saved ``"failures"`` (``FailureLog.counts``) checked: its four counts, each an int >= 0.
+
+    Raises:
+        TypeError, ValueError: not a dict, a missing or unknown key, or a bad count (naming it).
+    """
+    sd = check_state(counts, "DataLoader 'failures'", COUNT_KEYS)
+    return {k: check_int(sd[k], f"DataLoader state 'failures' {k!r}", minimum=0) for k in COUNT_KEYS}
+
+
+def spread_counts(states: list[dict[str, Any]], rank: int, world: int) -> dict[str, int] | None:
+    """The failure counts new rank ``rank`` of ``world`` takes from the old ranks' ``states``
+    (an elastic resume): old rank ``j``'s go to new rank ``j % world``, so their sum over the
+    ranks is kept; None when none of those states has counts (saved at no failure policy).
+
+    Raises:
+        TypeError, ValueError: a malformed ``"failures"`` (``check_counts``).
+    """
+    mine = [check_counts(sd["failures"]) for j, sd in enumerate(states)
+            if j % world == rank and sd.get("failures") is not None]
+    if not mine:
+        return None
+    return {k: sum(c[k] for c in mine) for k in COUNT_KEYS}

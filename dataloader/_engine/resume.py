@@ -90,6 +90,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from dataloader._engine.elastic import ElasticSampler
+from dataloader._engine.failures import check_counts
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
@@ -101,7 +102,6 @@ __all__ = ["STATE_VERSION", "EpochResume", "Progress", "Resumer", "skip_items", 
 STATE_VERSION = 2
 _VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
 _KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
-_FAILURE_KEYS = ("seen", "failed", "skipped", "replaced")
 
 
 class Progress:
@@ -351,7 +351,7 @@ class Resumer:
             else:
                 self._sampler.load_state_dict(sd["sampler"])
         if sd.get("failures") is not None:
-            checked["failures"] = _check_failures(sd["failures"])
+            checked["failures"] = check_counts(sd["failures"])
         self._pending = checked
         return checked
 
@@ -402,9 +402,3 @@ def _check_streams(state: object, workers: int) -> None:
     ) or live != sorted(set(live)):
         raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
 
-
-
-def _check_failures(counts: object) -> dict[str, int]:
-    """A saved ``"failures"`` (``failures.FailureLog.counts``) checked: its four counts."""
-    sd = check_state(counts, "DataLoader 'failures'", _FAILURE_KEYS)
-    return {k: check_int(sd[k], f"DataLoader state 'failures' {k!r}", minimum=0) for k in _FAILURE_KEYS}

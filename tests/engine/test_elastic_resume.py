@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -214,3 +215,65 @@ def test_the_state_records_the_global_position_world_size_and_rank():
         "drop_last": False, "samples": 14, "consumed": 10, "position": 40,
     }
     assert DataLoader(list(range(5)), batch_size=2).state_dict()["elastic"] is None
+
+
+class _FailsOn7:
+    """Rows 0..n-1; row ``i`` raises when ``i % 7 == 3``."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i % 7 == 3:
+            raise OSError(f"row {i} is corrupt")
+        return i
+
+
+@pytest.mark.parametrize("old, new", [(4, 2), (2, 3)])
+def test_failure_counts_of_the_old_ranks_are_spread_over_the_new_ones_and_their_sum_kept(old, new):
+    ds = _FailsOn7(N_ROWS)
+
+    def make(world, rank):
+        sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=SEED)
+        return DataLoader(ds, batch_size=4, sampler=sampler, on_error="skip")
+
+    states = []
+    for r in range(old):
+        states.append(run(make(old, r), 0, 2)[1])
+    saved = [sd["failures"] for sd in states]
+    assert sum(c["failed"] for c in saved) > 0
+    loaded = []
+    for r in range(new):
+        lo = make(new, r)
+        lo.load_state_dict(states)
+        counts = lo.state_dict().get("failures") or dict.fromkeys(saved[0], 0)  # as loaded
+        loaded.append(counts)
+        it = iter(lo)
+        next(it)  # the epoch goes on counting from them
+        assert lo.state_dict()["failures"]["seen"] == counts["seen"] + 4
+        it.close()
+    for key in saved[0]:
+        assert sum(c[key] for c in loaded) == sum(c[key] for c in saved)
+    assert loaded[0]["seen"] == sum(saved[j]["seen"] for j in range(old) if j % new == 0)
+
+
+def test_an_edited_state_past_a_rank_s_share_or_outside_its_world_is_refused_at_load():
+    """A ``yielded`` beyond the old rank's batches, or an ``"elastic"`` record with no ranks, a
+    rank outside its world or another world than ``"loader"``'s, raises (as the same world size
+    refuses a ``yielded`` past the epoch) instead of resuming as another epoch."""
+    states = [run(loader("distributed", 4, r), 0, 1)[1] for r in range(4)]
+    new = loader("distributed", 3, 0)
+    past = [dict(sd) for sd in states]
+    past[2]["yielded"] = 99  # rank 2 has 4 batches (14 samples, batch 4)
+    with pytest.raises(ValueError, match=r"'yielded'=99 of old rank 2 is more than the 4 batches"):
+        new.load_state_dict(past)
+    with pytest.raises(ValueError, match=r"'yielded'=99 of old rank 0 is more than the 4 batches"):
+        new.load_state_dict(past[2])
+    for edit, match in [({"world_size": 0}, "world_size=0, rank=0"), ({"rank": 7}, "world_size=4, rank=7"),
+                        ({"world_size": 2}, "'elastic' has world_size=2 but 'loader' has world_size=4")]:
+        with pytest.raises(ValueError, match=re.escape(match)):
+            new.load_state_dict({**states[0], "elastic": {**states[0]["elastic"], **edit}})
+    assert run(new, 0)[0] == run(loader("distributed", 3, 0), 0)[0]  # nothing was applied
