@@ -19,7 +19,7 @@ from dataloader._validate import check_int
 
 __all__ = [
     "COUNT_KEYS", "MAX_FAILURE_RECORDS", "MESSAGE_CHARS", "FailureLog", "FailureRecord", "TooManyFailures",
-    "check_counts", "location_of", "record", "spread_counts",
+    "check_counts", "location_of", "message_of", "record", "spread_counts",
 ]
 
 COUNT_KEYS = ("seen", "failed", "skipped", "replaced")  # FailureLog.counts(), a state's "failures"
@@ -88,9 +88,17 @@ def location_of(dataset: Any, index: Any) -> str | None:
     return loc if isinstance(loc, str) else None
 
 
+def message_of(exc: BaseException) -> str:
+    """``str(exc)`` cut to ``MESSAGE_CHARS``, or a note where its ``__str__`` fails: a report never raises."""
+    try:
+        return str(exc)[:MESSAGE_CHARS]
+    except Exception as err:
+        return f"<str() of the {type(exc).__name__} raised {type(err).__name__}>"
+
+
 def record(epoch: int, dataset: Any, index: Any, exc: BaseException) -> FailureRecord:
     """The ``FailureRecord`` of ``index``'s ``exc`` (on the thread that built the batch)."""
-    return FailureRecord(epoch, index, location_of(dataset, index), type(exc), str(exc)[:MESSAGE_CHARS])
+    return FailureRecord(epoch, index, location_of(dataset, index), type(exc), message_of(exc))
 
 
 class FailureLog:

@@ -17,7 +17,8 @@ from typing import Any
 from dataloader._engine.epoch import Epoch
 from dataloader._engine.failures import FailureLog, TooManyFailures
 from dataloader._engine.iterator import SequentialEpoch
-from dataloader._engine.recover import SKIPPED, Recovered
+from dataloader._engine.outcome import Failure
+from dataloader._engine.recover import SKIPPED, Recovered, SubstitutesFailed
 
 __all__ = ["PolicedEpoch", "PolicedSequentialEpoch", "policed_next"]
 
@@ -31,14 +32,22 @@ def policed_next(it: Epoch | SequentialEpoch, log: FailureLog, next_batch: Any) 
     while True:
         out = next_batch()
         if type(out) is not Recovered:  # a Failure (collate_fn, an interrupt, a failed replace)
+            if type(out) is Failure and type(out.exc) is SubstitutesFailed:  # its items' failures count
+                _count(it, log, out.exc.seen, out.exc.records, 0, 0)
             return out
-        try:
-            log.add(out.seen, out.failures, out.skipped, out.replaced)
-        except TooManyFailures:
-            it.close()
-            raise
+        _count(it, log, out.seen, out.failures, out.skipped, out.replaced)
         if out.batch is not SKIPPED:
-            return out.batch
+            return out.batch  # a Failure (collate_fn after failed items) is raised by __next__
+
+
+def _count(it: Epoch | SequentialEpoch, log: FailureLog, seen: int, failures: list[Any], skipped: int,
+           replaced: int) -> None:
+    """``log.add`` of a batch; past ``max_failures`` the epoch is closed and ``TooManyFailures`` raised."""
+    try:
+        log.add(seen, failures, skipped, replaced)
+    except TooManyFailures:
+        it.close()
+        raise
 
 
 class PolicedEpoch(Epoch):

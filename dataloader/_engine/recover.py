@@ -35,6 +35,7 @@ from dataloader._engine.error_policy import MAX_REPLACE_ATTEMPTS, ErrorPolicy
 from dataloader._engine.failures import FailureRecord, record
 from dataloader._engine.items import MapItems
 from dataloader._engine.lanes import LanePool, fetch_with_lanes
+from dataloader._engine.outcome import Failure, no_stop_iteration
 from dataloader._engine.pool import WorkerSetup
 from dataloader._engine.stats import EpochStats
 from dataloader._native._ring import Window
@@ -42,8 +43,8 @@ from dataloader._native._stats import Recorder
 from dataloader._sampling.permute import PermutationSpan
 
 __all__ = [
-    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "WatchedItems", "bisected", "item_outcomes", "policy_builder",
-    "substitute_index",
+    "SKIPPED", "ItemError", "PolicyBuilder", "Recovered", "SubstitutesFailed", "WatchedItems", "bisected", "halved",
+    "item_outcomes", "policy_builder", "substitute_index",
 ]
 
 SKIPPED: Any = type("Skipped", (), {"__repr__": lambda self: "SKIPPED", "__slots__": ()})()
@@ -68,7 +69,8 @@ class Recovered:
     """A batch built under a policy, for the consumer's ``FailureLog``.
 
     Attributes:
-        batch: the collated batch, or ``SKIPPED``.
+        batch: the collated batch, ``SKIPPED``, or the ``Failure`` of a ``collate_fn`` that
+            failed after some of the batch's items had failed (``next()`` raises it).
         seen: items the batch was built from (its indices).
         failures: the records of its failed items (substitutes that failed too), in order.
         skipped, replaced: items dropped and items substituted.
@@ -78,6 +80,26 @@ class Recovered:
 
     def __init__(self, batch: Any, seen: int, failures: list[FailureRecord], skipped: int, replaced: int) -> None:
         self.batch, self.seen, self.failures, self.skipped, self.replaced = batch, seen, failures, skipped, replaced
+
+
+class SubstitutesFailed(RuntimeError):
+    """``"replace"``: ``MAX_REPLACE_ATTEMPTS`` substitutes of one item failed, so its batch fails
+    (``next()`` raises this ``RuntimeError``).  The consumer counts the batch's failures before
+    raising it (``dataloader._engine.policed``): they appear in ``loader.failures`` and count
+    toward ``max_failures`` like any other.
+
+    Attributes:
+        seen: items the failed batch was built from.
+        records: the batch's failure records (the failing items and every failed substitute).
+    """
+
+    def __init__(self, message: str, seen: int, records: list[FailureRecord]) -> None:
+        super().__init__(message)
+        self.seen = seen
+        self.records = records
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.args[0], self.seen, self.records)
 
 
 def substitute_index(seed: int, epoch: int, batch: int, place: int, attempt: int, n: int) -> int:
@@ -152,7 +174,15 @@ class PolicyBuilder(Builder):
         if not items:
             return Recovered(SKIPPED, len(indices), failures, skipped, 0)
         rec.fetched()
-        batch = self._collate(items if self._auto else items[0])
+        try:
+            batch = self._collate(items if self._auto else items[0])
+        except Exception as exc:
+            if not failures:
+                raise
+            # next() raises the collate error, and the failed items of its batch still count.
+            rec.failed()
+            return Recovered(Failure(no_stop_iteration(exc, "collate_fn", "building a batch")), len(indices),
+                             failures, 0, 0)
         rec.done()
         return Recovered(batch, len(indices), failures, skipped, replaced)
 
@@ -171,33 +201,40 @@ class PolicyBuilder(Builder):
             failures.append(record(epoch, self._dataset, _plain(indices[place]), exc))
             del exc
             if self._policy.on_error == "replace":
-                items.append(self._substitute(k, place, failures))
+                items.append(self._substitute(k, place, failures, len(outcomes)))
                 replaced += 1
         return items, failures, replaced
 
-    def _substitute(self, k: int, place: int, failures: list[FailureRecord]) -> Any:
-        """The first substitute of the item at ``place`` of batch ``k`` that does not fail.
+    def _substitute(self, k: int, place: int, failures: list[FailureRecord], seen: int) -> Any:
+        """The first substitute of the item at ``place`` of batch ``k`` (of ``seen`` items) that
+        does not fail; each failure is appended to ``failures``.
 
         Raises:
-            RuntimeError: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its cause).
+            SubstitutesFailed: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its
+                cause; the batch's ``failures`` its records).
         """
         seed, epoch = self._epoch_key
         if self._n == 0:
             raise RuntimeError(f"on_error='replace': batch {k} of epoch {epoch}: the dataset is empty, "
                                "there is no item to substitute")
-        last: list[Exception] = []  # popped to raise: this frame must not hold it (its traceback holds the frame)
+        # The last failure, popped to raise and cleared before a substitute is returned: this
+        # frame must not hold it (its traceback holds the frame: a cycle only gc would free).
+        last: list[Exception] = []
         for attempt in range(MAX_REPLACE_ATTEMPTS):
             j = substitute_index(seed, epoch, k, place, attempt, self._n)
             try:
-                return self._one(j)
+                item = self._one(j)
             except self._passthrough:
                 raise
             except Exception as exc:
                 failures.append(record(epoch, self._dataset, j, exc))
                 last[:] = [exc]
-        raise RuntimeError(
+                continue
+            last.clear()
+            return item
+        raise SubstitutesFailed(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
-            f"failed in a row (the data may be mostly broken; see loader.failures)") from last.pop()
+            f"failed in a row (the data may be mostly broken; see loader.failures)", seen, failures) from last.pop()
 
 
 def item_outcomes(
@@ -240,6 +277,17 @@ def bisected(
     return bisected(many, indices[:mid], passthrough) + bisected(many, indices[mid:], passthrough)
 
 
+def halved(
+    many: Callable[[Sequence[Any]], list[Any]], indices: Sequence[Any], passthrough: tuple[type[BaseException], ...]
+) -> list[Any]:
+    """``bisected`` over each half of ``indices``: the outcomes of a batch whose fetch as a
+    whole just failed (fetching it whole again would only repeat the failing requests)."""
+    if len(indices) < 2:
+        return bisected(many, indices, passthrough)
+    mid = len(indices) // 2
+    return bisected(many, indices[:mid], passthrough) + bisected(many, indices[mid:], passthrough)
+
+
 def _safe(one: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def safe(index: Any) -> Any:
         try:
@@ -267,7 +315,7 @@ def policy_builder(
         one: Callable[[Any], Any] = lambda index: fetcher.fetch([index] if auto_collation else index)[0]
         many: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch(list(indices))
         outcomes: Callable[[Sequence[Any]], list[Any]] = (
-            (lambda indices: bisected(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
+            (lambda indices: halved(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
         batch_first = True
     else:
         items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)

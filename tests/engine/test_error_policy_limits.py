@@ -128,11 +128,45 @@ def test_a_collate_fn_error_fails_its_batch_under_every_policy(policy, num_worke
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_collate_fn_error_after_failed_items_still_counts_them(num_workers):
+    def collate(items):
+        if items[0] == 0:
+            raise ValueError("cannot collate the first batch")
+        return items
+
+    loader = DataLoader(Broken(n=12, bad={1, 2}), batch_size=4, collate_fn=collate, num_workers=num_workers,
+                        on_error="skip", max_failures=3)
+    it = iter(loader)
+    with pytest.raises(ValueError, match="cannot collate the first batch"):
+        next(it)
+    assert [r.index for r in loader.failures] == [1, 2] and loader.stats.failed == 2
+    assert next(it) == [4, 5, 6, 7]
+
+
+@pytest.mark.timeout(30)
 def test_replace_gives_up_after_sixteen_failing_substitutes():
     loader = DataLoader(Broken(n=20, bad=set(range(20))), batch_size=2, on_error="replace", max_failures=1000)
     with pytest.raises(RuntimeError, match="16 substitutes failed in a row") as info:
         next(iter(loader))
     assert isinstance(info.value.__cause__, OSError)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_batch_whose_substitutes_all_fail_counts_its_failures_toward_the_limit(num_workers):
+    loader = DataLoader(Broken(n=20, bad=set(range(20))), batch_size=2, on_error="replace", max_failures=20,
+                        num_workers=num_workers)
+    it = iter(loader)
+    with pytest.raises(RuntimeError, match="16 substitutes failed in a row"):
+        next(it)  # item 0 and its 16 substitutes: 17 failures, the limit not passed yet
+    assert len(loader.failures) == loader.stats.failed == 17
+    assert loader.failures[0].index == 0
+    with pytest.raises(TooManyFailures) as info:
+        next(it)  # 34 failures: past max_failures=20, the epoch ends
+    assert info.value.failed == 34
+    with pytest.raises(StopIteration):
+        next(it)
 
 
 def test_raise_builds_the_plain_epochs_and_saves_no_failures():
@@ -180,3 +214,25 @@ def test_a_saved_failures_entry_is_checked_on_load():
     state["failures"]["failed"] = -1
     with pytest.raises(ValueError, match="'failed'"):
         DataLoader(Broken(bad={1}), batch_size=4, on_error="skip").load_state_dict(state)
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise ValueError("no text")
+
+
+class _UnprintableAt2(Items):
+    def __getitem__(self, index):
+        if index == 2:
+            raise _Unprintable()
+        return index
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_item_exception_whose_str_fails_is_recorded_not_raised(num_workers):
+    loader = DataLoader(_UnprintableAt2(), batch_size=4, on_error="skip", num_workers=num_workers)
+    assert as_list(next(iter(loader))) == [0, 1, 3]
+    (rec,) = loader.failures
+    assert (rec.index, rec.exc_type) == (2, _Unprintable)
+    assert rec.message == "<str() of the _Unprintable raised ValueError>"

@@ -13,6 +13,7 @@ import weakref
 import pytest
 
 from dataloader import DataLoader
+from dataloader._engine.recover import substitute_index
 from tests.engine._policy_data import N, AsyncGetitems, AsyncItems, Getitems, Items, arrays
 
 BATCHES = [[0, 1, N + 1, 2], [N + 2, 3, 4, 5], [6, 7, 8, 9]]
@@ -52,6 +53,41 @@ def test_an_epoch_with_failing_items_leaves_nothing_for_the_garbage_collector(pa
         deadline = time.monotonic() + 5
         own = lambda: [t for t in threading.enumerate() if t not in before and t.is_alive()]  # noqa: E731
         while (any(r() is not None for r in refs) or own()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [type(r()).__name__ for r in refs if r() is not None]
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
+class _FailingSubstitute(Items):
+    """``Items`` whose item 0 and its first substitute (batch 0, place 0, attempt 0) fail."""
+
+    def __init__(self, seed):
+        self.bad = {0, substitute_index(seed, 0, 0, 0, 0, N)}
+
+    def __getitem__(self, index):
+        if index in self.bad:
+            raise OSError(f"unreadable {index}")
+        return super().__getitem__(index)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_failed_substitute_leaves_nothing_for_the_garbage_collector(num_workers):
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        ds = _FailingSubstitute(seed=1)
+        loader = DataLoader(ds, batch_size=2, num_workers=num_workers, on_error="replace", seed=1)
+        assert len(list(loader)) == N // 2
+        assert [r.index for r in loader.failures][:2] == [0, substitute_index(1, 0, 0, 0, 0, N)]
+        refs = [weakref.ref(loader), weakref.ref(ds)]
+        del loader, ds
+        deadline = time.monotonic() + 5
+        while any(r() is not None for r in refs) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert not [type(r()).__name__ for r in refs if r() is not None]
     finally:
