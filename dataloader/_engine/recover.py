@@ -2,13 +2,19 @@
 
 ``PolicyBuilder`` wraps an epoch's named builder (``BuilderKind``; the plan wraps it only
 when the loader has a policy, so ``on_error="raise"`` runs no line of this module).  Its
-work items are ``(k, indices)``: the batch's number in the epoch and its indices.
+work items are ``(k, indices)``: the batch's number in the epoch and its indices (from a
+worker claiming ahead, ``(k, the batch's list of indices, its settled pipeline)``:
+``async_policy``).
 
-- Item kinds (``items``, ``lanes``, ``single``, and ``async`` without ``__getitems__``): each
-  item is fetched (and transformed) on its own, its exception kept as an ``ItemError``: a
-  failure costs nothing more than the failing item.
-- Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with
-  ``__getitems__``): the batch is built as without a policy; if that raises, its items are
+- Item kinds (``items``, ``lanes``, ``single``): each item is fetched (and transformed) on
+  its own, its exception kept as an ``ItemError``: a failure costs nothing more than the
+  failing item.
+- ``async`` with one ``__getitem__`` coroutine an item: the batch is fetched once, settled
+  (``async_pipe``): its items run concurrently, a failing one does not cancel the others, and
+  each item's exception comes back at its position as an ``ItemError``: every failing
+  request is made once.
+- Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with one
+  ``__getitems__`` coroutine a batch): the batch is built as without a policy; if that raises, its items are
   fetched again one by one through the item path (``__getitem__`` + ``transform``) to find
   which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
   as a whole: ``next()`` raises the collate error, under every policy (not an item's fault).
@@ -157,10 +163,11 @@ class PolicyBuilder(Builder):
         getattr(self.inner, "watch", lambda w: None)(window)
 
     def _build(self, work: tuple[int, Any], rec: Recorder) -> Any:
-        k, indices = work
-        if not self._auto:
+        k, indices = work[0], work[1]
+        source = work[2] if len(work) > 2 else None  # a settled pipeline: indices is its batch's list
+        if source is None and not self._auto:
             indices = [indices]
-        elif type(indices) is PermutationSpan:
+        elif source is None and type(indices) is PermutationSpan:
             indices = indices.rows()
         if self._batch_first and self._auto:
             try:
@@ -169,7 +176,7 @@ class PolicyBuilder(Builder):
                 raise
             except Exception:
                 pass  # narrowed to its items below
-        items, failures, replaced = self._apply(k, indices, self._outcomes(indices))
+        items, failures, replaced = self._apply(k, indices, self._outcomes(indices if source is None else source))
         skipped = len(indices) - len(items)
         if not items:
             return Recovered(SKIPPED, len(indices), failures, skipped, 0)
@@ -316,7 +323,9 @@ def policy_builder(
         many: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch(list(indices))
         outcomes: Callable[[Sequence[Any]], list[Any]] = (
             (lambda indices: halved(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
-        batch_first = True
+        batch_first = not fetcher.settles
+        if fetcher.settles:  # one concurrent fetch gives every item's outcome: no narrowing
+            outcomes = lambda batch: fetcher.settled(batch, ItemError)
     else:
         items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)
         one = items.fetch_item
