@@ -27,6 +27,7 @@ class Counted(AsyncItems):
         self.bad, self.interrupt, self.wait_s = frozenset(bad), interrupt, wait_s
         self.calls: dict[int, int] = {}
         self.running = self.most = 0
+        self.starts: list[int] = []  # coroutines running as each call began (itself included)
         self.lock = threading.Lock()
 
     async def __getitem__(self, index):
@@ -34,6 +35,7 @@ class Counted(AsyncItems):
             self.calls[index] = self.calls.get(index, 0) + 1
             self.running += 1
             self.most = max(self.most, self.running)
+            self.starts.append(self.running)
         try:
             await asyncio.sleep(self.wait_s * (1 + index % 3))
             if index == self.interrupt:
@@ -83,6 +85,20 @@ def test_replace_fetches_each_item_once_and_the_substitutes_once_each(num_worker
         assert ([as_list(b) for b in loader], [(r.index, r.message) for r in loader.failures]) == expected
     # each item once; then per failing item its substitutes, one request each, until one succeeds
     assert sum(ds.calls.values()) == N + len(expected[1])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("auto", [True, False])
+def test_a_batchs_substitutes_are_fetched_concurrently(auto):
+    ds = Counted(bad={0, 1, 2, 3}, wait_s=0.01)
+    opts = dict(batch_sampler=[[0, 1, 2, 3]]) if auto else dict(batch_size=None, sampler=[0])
+    with DataLoader(ds, on_error="replace", seed=1, item_concurrency=4, **opts) as loader:
+        assert len(list(loader)) == 1
+    originals = 4 if auto else 1
+    # the originals all settled first; then one round of substitutes, all at once
+    if auto:
+        assert max(ds.starts[originals:]) >= 2
+    assert len(ds.starts) == originals + len(loader.failures)
 
 
 @pytest.mark.timeout(60)
