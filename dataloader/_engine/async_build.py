@@ -15,7 +15,9 @@ the worker collates; with ``num_workers`` workers, ``max(num_workers, 1) *
 item_concurrency`` coroutines at most are in flight, and the window bounds the batches
 claimed.  ``num_workers=0`` fetches one batch at a time, inside ``next()``; so does a worker
 of ``num_workers="auto"`` (its gate may withdraw it: it must not hold batches ahead) and a
-worker whose ``worker_init_fn`` failed.
+worker whose ``worker_init_fn`` failed.  Under an error policy the same holds for one
+``__getitem__`` coroutine an item, whose batches are then settled (``async_policy``); an
+``async def __getitems__`` under a policy fetches one batch at a time (``recover``).
 
 Errors are those of the sequential loader: when the item at position ``p`` fails (its
 coroutine or its transform), no position after ``p`` starts, those in flight are

@@ -14,9 +14,9 @@ worker claiming ahead, ``(k, the batch's list of indices, its settled pipeline)`
   each item's exception comes back at its position as an ``ItemError``: every failing
   request is made once.
 - Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with one
-  ``__getitems__`` coroutine a batch): the batch is built as without a policy; if that raises, its items are
-  fetched again one by one through the item path (``__getitem__`` + ``transform``) to find
-  which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
+  ``__getitems__`` coroutine a batch): the batch is built as without a policy; if that
+  raises, its items are fetched again one by one through the item path (``__getitem__`` +
+  ``transform``; an async batch's by halves, ``halved``) to find which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
   as a whole: ``next()`` raises the collate error, under every policy (not an item's fault).
 
 The policy then applies per failing item: ``"skip"`` drops it (a batch whose every item
@@ -166,7 +166,7 @@ class PolicyBuilder(Builder):
         """The inner builder's ``watch`` (an ``AsyncFetcher``'s), if it has one."""
         getattr(self.inner, "watch", lambda w: None)(window)
 
-    def _build(self, work: tuple[int, Any], rec: Recorder) -> Any:
+    def _build(self, work: tuple[Any, ...], rec: Recorder) -> Any:
         k, indices = work[0], work[1]
         source = work[2] if len(work) > 2 else None  # a settled pipeline: indices is its batch's list
         if source is None and not self._auto:
@@ -240,7 +240,11 @@ class PolicyBuilder(Builder):
             if not waiting:
                 break
             js = [substitute_index(seed, epoch, k, place, attempt, self._n) for place in waiting]
-            outs = self._many(js)
+            try:
+                outs = self._many(js)
+            except BaseException:  # an interrupt, the epoch's cancellation: passes, this frame let go
+                last.clear()
+                raise
             still = []
             for place, j, out in zip(waiting, js, outs):
                 if type(out) is ItemError:
@@ -357,9 +361,11 @@ def policy_builder(
 
 
 class WatchedItems(MapItems):
-    """``MapItems`` of an ``AsyncDataset`` epoch under a policy: each worker hands the
-    ``PolicyBuilder`` the epoch's window (its ``AsyncFetcher`` then abandons batches once the
-    epoch is closed).  Workers build one batch at a time (no batches claimed ahead)."""
+    """``MapItems`` of an ``AsyncDataset`` epoch under a policy whose batches do not settle
+    (one ``__getitems__`` coroutine a batch; else ``async_policy.SettledItems``): each worker
+    hands the ``PolicyBuilder`` the epoch's window (its ``AsyncFetcher`` then abandons batches
+    once the epoch is closed).  Workers build one batch at a time (no batches claimed ahead:
+    a failing batch is narrowed by halves, fetch after fetch)."""
 
     def __init__(
         self, indices: Iterator[Any], fetch: Builder, setup: WorkerSetup, num_workers: int, stats: EpochStats

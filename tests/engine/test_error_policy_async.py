@@ -169,3 +169,17 @@ def test_an_async_items_interrupt_passes_through_the_policy(policy, num_workers)
         next(it)
     assert loader.state_dict()["yielded"] == 3
     it.close()
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_async_batch_whose_substitutes_all_fail_fails_as_a_plain_datasets_does(num_workers):
+    loader = DataLoader(Counted(bad=set(range(N))), batch_size=2, on_error="replace", max_failures=1000,
+                        num_workers=num_workers, item_concurrency=2)
+    it = iter(loader)
+    with pytest.raises(RuntimeError, match="batch 0 of epoch 0, place 0: 16 substitutes failed in a row") as info:
+        next(it)
+    assert isinstance(info.value.__cause__, OSError)
+    # item 0 and its 16 substitutes (place 1's, fetched in the same rounds, are not its records)
+    assert [r.index for r in loader.failures][0] == 0 and len(loader.failures) == 17
+    it.close()
