@@ -120,7 +120,7 @@ class AsyncFetcher(Builder):
         return not self._getitems
 
     def pipeline(
-        self, claim: Callable[[], tuple[int, Sequence[Any]] | None] | None, settled: bool = False
+        self, claim: Callable[[], tuple[Any, ...] | None] | None, settled: bool = False
     ) -> Pipeline:
         """A pipeline for the calling thread's batches; ``claim`` gives it batches ahead
         (a worker's), None: one batch at a time; ``settled``: its batches are settled."""
@@ -239,8 +239,8 @@ class AsyncItems(MapItems):
         pipe.begin(k, fetch.batch_indices(task))
         return pipe
 
-    def build_oldest(self, worker_id: int, pipe: Pipeline, task: Any = None) -> Any:
-        """The oldest batch of ``pipe`` (work item ``task``) built (as ``build``)."""
+    def build_oldest(self, worker_id: int, pipe: Pipeline) -> Any:
+        """The oldest batch of ``pipe`` built (as ``build``)."""
         return self._async_fetch.build(pipe, self._recs[worker_id])
 
 
@@ -254,7 +254,10 @@ def claim_ahead(
     shared = ref()
     if shared is None:  # the epoch was collected: it is cancelled, nobody waits for batch k
         return None
-    return k, indices(shared.tasks[k % shared.size])
+    task = shared.tasks[k % shared.size]
+    if task is None:  # the epoch was closed (its Shared cleared) since: nobody waits for batch k
+        return None
+    return k, indices(task)
 
 
 def work_ahead(window: Window, ref: weakref.ref[Any], worker_id: int) -> None:
@@ -285,7 +288,7 @@ def work_ahead(window: Window, ref: weakref.ref[Any], worker_id: int) -> None:
                 except RuntimeError:  # the loop was stopped: built (and failed) as one batch
                     shared.results[slot].value = source.build(worker_id, shared.tasks[slot])
             if pipe is not None:
-                shared.results[slot].value = source.build_oldest(worker_id, pipe, shared.tasks[slot])
+                shared.results[slot].value = source.build_oldest(worker_id, pipe)
             set_worker(None)
             del shared, source
             complete(k)

@@ -46,12 +46,13 @@ class EpochCancelled(Exception):
 class Sink:
     """One batch's results on the builder's thread: the transformed items and the first
     error by position (``failed``: ``[pos, exception]``, or empty); settled, the positions
-    whose ``items`` entry is that item's exception (``errors``, in the order they came)."""
+    whose ``items`` entry is that item's exception (``errors``, in the order they came).
+    ``tag``: what the batch was handed over with (``Pipeline.begin``, ``claim``), or None."""
 
-    __slots__ = ("k", "indices", "run", "items", "filled", "failed", "errors", "done")
+    __slots__ = ("k", "indices", "tag", "run", "items", "filled", "failed", "errors", "done")
 
-    def __init__(self, k: int, indices: Sequence[Any]) -> None:
-        self.k, self.indices = k, indices
+    def __init__(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
+        self.k, self.indices, self.tag = k, indices, tag
         self.run: Any = None  # its BatchRun, set by Pipeline.begin
         self.items: list[Any] = [None] * len(indices)
         self.filled = 0
@@ -69,8 +70,9 @@ class Pipeline:
         limit: item coroutines in flight at most over all its batches (``item_concurrency``).
         getitems: one ``__getitems__`` coroutine a batch (else one ``__getitem__`` an item).
         transform: per-item transform, or None.
-        claim: on the loop thread, the next batch as ``(k, indices)`` without waiting, or
-            None (none published); None: the pipeline never claims (``num_workers=0``).
+        claim: on the loop thread, the next batch as ``(k, indices)`` (or ``(k, indices,
+            tag)``: ``Sink.tag``) without waiting, or None (none published); None: the
+            pipeline never claims (``num_workers=0``).
         cancelled: whether the epoch was closed.
         settled: its batches are settled (see the module; not with ``getitems``).
 
@@ -79,7 +81,7 @@ class Pipeline:
 
     def __init__(
         self, loop: LoopRun, dataset: Any, limit: int, getitems: bool, transform: Callable[[Any], Any] | None,
-        claim: Callable[[], tuple[int, Sequence[Any]] | None] | None, cancelled: Callable[[], bool],
+        claim: Callable[[], tuple[Any, ...] | None] | None, cancelled: Callable[[], bool],
         settled: bool = False,
     ) -> None:
         self.loop, self.dataset, self.getitems, self.transform = loop, dataset, getitems, transform
@@ -91,8 +93,8 @@ class Pipeline:
         self.parked = claim is None  # builder thread only: the feed was told to claim no more
         self.settled = claim is None  # builder thread only: ... and it said so (PARKED, STOPPED)
 
-    def _run(self, k: int, indices: Sequence[Any]) -> BatchRun:
-        sink = Sink(k, indices)
+    def _run(self, k: int, indices: Sequence[Any], tag: Any = None) -> BatchRun:
+        sink = Sink(k, indices, tag)
         sink.run = BatchRun(self.feed, self.dataset, indices, self.getitems, self.transform is not None, sink,
                             self.settles)
         return sink.run
@@ -106,13 +108,13 @@ class Pipeline:
         self.out.put((run.sink, BEGUN, True, None))
         return run
 
-    def begin(self, k: int, indices: Sequence[Any]) -> None:
-        """Hand the loop batch ``k`` (after those before it).
+    def begin(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
+        """Hand the loop batch ``k`` (after those before it); ``tag``: its ``Sink.tag``.
 
         Raises:
             RuntimeError: the loader's event loop was stopped.
         """
-        run = self._run(k, indices)
+        run = self._run(k, indices, tag)
         self.pending.append(run.sink)
         try:
             self.loop.call(self.feed.add, run)

@@ -52,12 +52,32 @@ class SettledItems(AsyncItems):
         """The indices work item ``task`` fetches."""
         return self._async_fetch.batch_indices(task[1])
 
+    def _claim(self, window: Window, ref: weakref.ref[Any]) -> tuple[int, Sequence[Any], int] | None:
+        """On the loop thread, a batch claimed without waiting: ``(k, its indices, its
+        number in the epoch)`` (the ``Sink.tag``), or None (none published, or the epoch let
+        go of its work items: closed)."""
+        got = claim_ahead(window, ref, lambda task: task)
+        if got is None:
+            return None
+        task: Any = got[1]
+        return got[0], self._batch(task), task[0]
+
     def begin(self, window: Window, ref: weakref.ref[Any], k: int, task: Any) -> Pipeline:
-        """A worker's settled pipeline, with batch ``k`` (work item ``task``) handed over."""
-        pipe = self._async_fetch.pipeline(functools.partial(claim_ahead, window, ref, self._batch), settled=True)
-        pipe.begin(k, self._batch(task))
+        """A worker's settled pipeline, with batch ``k`` (work item ``task``) handed over.
+
+        Raises:
+            RuntimeError: the loader's event loop was stopped, or the epoch let go of its
+                work items (``task`` is None: closed); the batch is then built on its own.
+        """
+        if task is None:
+            raise RuntimeError("the epoch was closed while its batch was claimed")
+        pipe = self._async_fetch.pipeline(functools.partial(self._claim, window, ref), settled=True)
+        pipe.begin(k, self._batch(task), task[0])
         return pipe
 
-    def build_oldest(self, worker_id: int, pipe: Pipeline, task: Any = None) -> Any:
-        """The oldest batch of ``pipe`` (work item ``task``) built under the policy."""
-        return self._policed.build((task[0], self._batch(task), pipe), self._recs[worker_id])
+    def build_oldest(self, worker_id: int, pipe: Pipeline) -> Any:
+        """The oldest batch of ``pipe`` built under the policy: its number in the epoch and its
+        indices are those it was handed over with (the epoch may let go of its work items
+        meanwhile: closed)."""
+        oldest = pipe.pending[0]
+        return self._policed.build((oldest.tag, oldest.indices, pipe), self._recs[worker_id])
