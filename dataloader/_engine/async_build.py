@@ -15,7 +15,9 @@ the worker collates; with ``num_workers`` workers, ``max(num_workers, 1) *
 item_concurrency`` coroutines at most are in flight, and the window bounds the batches
 claimed.  ``num_workers=0`` fetches one batch at a time, inside ``next()``; so does a worker
 of ``num_workers="auto"`` (its gate may withdraw it: it must not hold batches ahead) and a
-worker whose ``worker_init_fn`` failed.
+worker whose ``worker_init_fn`` failed.  Under an error policy the same holds for one
+``__getitem__`` coroutine an item, whose batches are then settled (``async_policy``); an
+``async def __getitems__`` under a policy fetches one batch at a time (``recover``).
 
 Errors are those of the sequential loader: when the item at position ``p`` fails (its
 coroutine or its transform), no position after ``p`` starts, those in flight are
@@ -112,10 +114,18 @@ class AsyncFetcher(Builder):
         """The indices a work item fetches (one index: a batch of one)."""
         return item if self._auto else [item]
 
-    def pipeline(self, claim: Callable[[], tuple[int, Sequence[Any]] | None] | None) -> Pipeline:
+    @property
+    def settles(self) -> bool:
+        """Its batches can be settled (``async_pipe``): one ``__getitem__`` coroutine an item."""
+        return not self._getitems
+
+    def pipeline(
+        self, claim: Callable[[], tuple[Any, ...] | None] | None, settled: bool = False
+    ) -> Pipeline:
         """A pipeline for the calling thread's batches; ``claim`` gives it batches ahead
-        (a worker's), None: one batch at a time."""
-        return Pipeline(self._loop, self._dataset, self._k, self._getitems, self._transform, claim, self._cancelled)
+        (a worker's), None: one batch at a time; ``settled``: its batches are settled."""
+        return Pipeline(self._loop, self._dataset, self._k, self._getitems, self._transform, claim, self._cancelled,
+                        settled)
 
     def _build(self, item: Any, rec: Recorder) -> Any:
         # The transform runs on this thread as each item arrives: it counts as fetching.
@@ -129,16 +139,40 @@ class AsyncFetcher(Builder):
         Raises:
             As ``_fetch``; ``EpochCancelled`` also when the epoch was closed before.
         """
+        return self._fetch(self._begun(self.batch_indices(item), False))
+
+    def settled(self, batch: Sequence[Any] | Pipeline, wrap: Callable[[Exception], Any]) -> list[Any]:
+        """Every item's outcome from one concurrent fetch (a settled batch, ``async_pipe``; only
+        where ``settles``): its transformed value, or ``wrap(its exception)``, in order.
+
+        Args:
+            batch: the indices to fetch, or a worker's settled ``Pipeline`` whose oldest batch
+                is the one to take.
+            wrap: what an item's ``Exception`` becomes in the list.
+
+        Raises:
+            An interrupt of an item (the first by position); as ``_fetch`` otherwise.
+        """
+        pipe = batch if isinstance(batch, Pipeline) else self._begun(batch, True)
+        sink = self._finished(pipe)
+        errors, sink.errors = sink.errors, []
+        items = self._items(sink)
+        for pos in errors:
+            items[pos] = wrap(items[pos])
+        return items
+
+    def _begun(self, indices: Sequence[Any], settled: bool) -> Pipeline:
+        """A pipeline of its own with ``indices`` handed over as its one batch."""
         if self._cancelled():
             raise EpochCancelled
-        pipe = self.pipeline(None)
+        pipe = self.pipeline(None, settled)
         try:
-            pipe.begin(0, self.batch_indices(item))
+            pipe.begin(0, indices)
         except RuntimeError:
             if self._cancelled():
                 raise EpochCancelled from None
             raise
-        return self._fetch(pipe)
+        return pipe
 
     def _fetch(self, pipe: Pipeline) -> list[Any]:
         """The transformed items of ``pipe``'s oldest batch, in order.
@@ -148,6 +182,10 @@ class AsyncFetcher(Builder):
             batch of ``pipe`` is then abandoned); ``RuntimeError`` when the loader's event loop
             stopped under an open epoch.
         """
+        return self._items(self._finished(pipe))
+
+    def _finished(self, pipe: Pipeline) -> Sink:
+        """``pipe``'s oldest batch once done (``_fetch``'s wait; raises as it does)."""
         try:
             sink = pipe.finish()
         except KeyboardInterrupt:
@@ -158,7 +196,7 @@ class AsyncFetcher(Builder):
             if self._cancelled():
                 raise EpochCancelled from None
             raise
-        return self._items(sink)
+        return sink
 
     def _items(self, sink: Sink) -> list[Any]:
         if sink.failed:
@@ -216,7 +254,10 @@ def claim_ahead(
     shared = ref()
     if shared is None:  # the epoch was collected: it is cancelled, nobody waits for batch k
         return None
-    return k, indices(shared.tasks[k % shared.size])
+    task = shared.tasks[k % shared.size]
+    if task is None:  # the epoch was closed (its Shared cleared) since: nobody waits for batch k
+        return None
+    return k, indices(task)
 
 
 def work_ahead(window: Window, ref: weakref.ref[Any], worker_id: int) -> None:

@@ -11,6 +11,11 @@ later batches' items keep arriving and are transformed too.  ``head`` names the 
 batch; when there is none it first parks the feed (no more claims) and takes the batches
 the feed claimed before it parked.
 
+Settled batches (``settled=True``: an error policy's, one ``__getitem__`` coroutine an item): an
+item's ``Exception`` (its coroutine's or its transform's) is kept at its position in
+``Sink.items`` (``Sink.errors`` lists those positions) and the batch's other items go on, so
+one fetch gives every item's outcome; an interrupt still fails the batch (``Sink.failed``).
+
 Cancellation: the waits poll ``cancelled()`` every ``ASYNC_POLL_S``; ``abandon`` cancels
 the batches and waits (bounded) until each is done, so requests in flight are cancelled,
 not completed.
@@ -40,16 +45,19 @@ class EpochCancelled(Exception):
 
 class Sink:
     """One batch's results on the builder's thread: the transformed items and the first
-    error by position (``failed``: ``[pos, exception]``, or empty)."""
+    error by position (``failed``: ``[pos, exception]``, or empty); settled, the positions
+    whose ``items`` entry is that item's exception (``errors``, in the order they came).
+    ``tag``: what the batch was handed over with (``Pipeline.begin``, ``claim``), or None."""
 
-    __slots__ = ("k", "indices", "run", "items", "filled", "failed", "done")
+    __slots__ = ("k", "indices", "tag", "run", "items", "filled", "failed", "errors", "done")
 
-    def __init__(self, k: int, indices: Sequence[Any]) -> None:
-        self.k, self.indices = k, indices
+    def __init__(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
+        self.k, self.indices, self.tag = k, indices, tag
         self.run: Any = None  # its BatchRun, set by Pipeline.begin
         self.items: list[Any] = [None] * len(indices)
         self.filled = 0
         self.failed: list[Any] = []
+        self.errors: list[int] = []
         self.done = False
 
 
@@ -62,18 +70,22 @@ class Pipeline:
         limit: item coroutines in flight at most over all its batches (``item_concurrency``).
         getitems: one ``__getitems__`` coroutine a batch (else one ``__getitem__`` an item).
         transform: per-item transform, or None.
-        claim: on the loop thread, the next batch as ``(k, indices)`` without waiting, or
-            None (none published); None: the pipeline never claims (``num_workers=0``).
+        claim: on the loop thread, the next batch as ``(k, indices)`` (or ``(k, indices,
+            tag)``: ``Sink.tag``) without waiting, or None (none published); None: the
+            pipeline never claims (``num_workers=0``).
         cancelled: whether the epoch was closed.
+        settled: its batches are settled (see the module; not with ``getitems``).
 
     Thread-safety: one builder thread, and the loop thread for what the feed calls.
     """
 
     def __init__(
         self, loop: LoopRun, dataset: Any, limit: int, getitems: bool, transform: Callable[[Any], Any] | None,
-        claim: Callable[[], tuple[int, Sequence[Any]] | None] | None, cancelled: Callable[[], bool],
+        claim: Callable[[], tuple[Any, ...] | None] | None, cancelled: Callable[[], bool],
+        settled: bool = False,
     ) -> None:
         self.loop, self.dataset, self.getitems, self.transform = loop, dataset, getitems, transform
+        self.settles = settled and not getitems
         self.claim, self.cancelled = claim, cancelled
         self.out: queue.SimpleQueue = queue.SimpleQueue()
         self.feed = Feed(loop, limit, self.out, self._claimed if claim is not None else None)
@@ -81,9 +93,10 @@ class Pipeline:
         self.parked = claim is None  # builder thread only: the feed was told to claim no more
         self.settled = claim is None  # builder thread only: ... and it said so (PARKED, STOPPED)
 
-    def _run(self, k: int, indices: Sequence[Any]) -> BatchRun:
-        sink = Sink(k, indices)
-        sink.run = BatchRun(self.feed, self.dataset, indices, self.getitems, self.transform is not None, sink)
+    def _run(self, k: int, indices: Sequence[Any], tag: Any = None) -> BatchRun:
+        sink = Sink(k, indices, tag)
+        sink.run = BatchRun(self.feed, self.dataset, indices, self.getitems, self.transform is not None, sink,
+                            self.settles)
         return sink.run
 
     def _claimed(self) -> BatchRun | None:
@@ -95,13 +108,13 @@ class Pipeline:
         self.out.put((run.sink, BEGUN, True, None))
         return run
 
-    def begin(self, k: int, indices: Sequence[Any]) -> None:
-        """Hand the loop batch ``k`` (after those before it).
+    def begin(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
+        """Hand the loop batch ``k`` (after those before it); ``tag``: its ``Sink.tag``.
 
         Raises:
             RuntimeError: the loader's event loop was stopped.
         """
-        run = self._run(k, indices)
+        run = self._run(k, indices, tag)
         self.pending.append(run.sink)
         try:
             self.loop.call(self.feed.add, run)
@@ -169,7 +182,10 @@ class Pipeline:
         if failed and pos > failed[0]:
             return
         if not ok:
-            failed[:] = (pos, value)
+            if self.settles and isinstance(value, Exception):
+                self._settle(sink, pos, value)
+            else:
+                failed[:] = (pos, value)
             return
         if self.transform is None:
             sink.items[pos] = value
@@ -181,7 +197,11 @@ class Pipeline:
             sink.filled += 1
         except BaseException as exc:
             tb = exc.__traceback__
-            failed[:] = (pos, exc.with_traceback(tb.tb_next if tb is not None else None))  # not this frame
+            exc = exc.with_traceback(tb.tb_next if tb is not None else None)  # not this frame
+            if self.settles and isinstance(exc, Exception):
+                self._settle(sink, pos, exc)
+                return
+            failed[:] = (pos, exc)
             try:
                 if sink.run is not None:
                     self.loop.call(sink.run.fail, pos)
@@ -189,6 +209,13 @@ class Pipeline:
                 pass
         finally:
             _context.set_index(saved)
+
+    @staticmethod
+    def _settle(sink: Sink, pos: int, exc: Exception) -> None:
+        """A settled batch's item at ``pos`` failed with ``exc``: kept in its place."""
+        sink.items[pos] = exc
+        sink.errors.append(pos)
+        sink.filled += 1
 
     def abandon(self, everything: bool = True) -> None:
         """Cancel the batches and wait (bounded) until each is done; ``everything=False``:

@@ -166,13 +166,18 @@ class BatchRun:
     Errors are those of the sequential loader: when the item at position ``p`` fails, no
     position after ``p`` starts, those in flight are cancelled, those before ``p`` are
     awaited, and the batch fails with the first error by position (``async_build``).
+    ``settled`` (an error policy's batches, one ``__getitem__`` coroutine an item): an item's
+    ``Exception`` is its outcome, sent at its position, and the batch's other items go on; an
+    interrupt (any other ``BaseException``) still stops the batch as above.
     """
 
     def __init__(
         self, feed: Feed, dataset: Any, indices: Sequence[Any], getitems: bool, per_item: bool, sink: Any,
+        settled: bool = False,
     ) -> None:
         self.feed, self.dataset, self.indices, self.getitems = feed, dataset, indices, getitems
         self.sink = sink
+        self.settled = settled and not getitems
         # per_item: each result goes to the builder as it completes (there is a transform to
         # run); otherwise they are kept and sent once, with the end (one wake-up per batch).
         self.per_item = per_item
@@ -219,7 +224,7 @@ class BatchRun:
                 aw.close()
             self.ended += 1
             self._emit(pos, False, exc)
-            self.fail(pos)
+            self._failed(pos, exc)
             return None
 
     def _what(self, pos: int) -> str:
@@ -234,7 +239,7 @@ class BatchRun:
         self.ended += 1
         if not ok:
             self._emit(pos, False, value)
-            self.fail(pos)
+            self._failed(pos, value)
         elif self.getitems:
             self._put_batch(value)
         else:
@@ -247,8 +252,9 @@ class BatchRun:
         self.tasks.pop(pos, None)
         self.ended += 1
         if not self.cancelled and (self.stop_at is None or pos <= self.stop_at):
-            self._emit(pos, False, self._cancelled_error(pos, exc))
-            self.fail(pos)
+            error = self._cancelled_error(pos, exc)
+            self._emit(pos, False, error)
+            self._failed(pos, error)
         self.maybe_done()
 
     def _cancelled_error(self, pos: int, exc: asyncio.CancelledError) -> ItemCancelledError:
@@ -272,6 +278,14 @@ class BatchRun:
             return
         for pos, item in enumerate(values):
             self._emit(pos, True, item)
+
+    def _failed(self, pos: int, exc: BaseException) -> None:
+        """The item at ``pos`` failed with ``exc`` (sent): the batch stops after it, unless it
+        is ``settled`` and ``exc`` is not an interrupt."""
+        if self.settled and isinstance(exc, Exception):
+            self.maybe_done()
+        else:
+            self.fail(pos)
 
     def fail(self, pos: int) -> None:
         """Start nothing after ``pos``; cancel what is in flight after it."""

@@ -270,8 +270,8 @@ class EpochPlan:
             fetch = policy_builder(self.policy, fetch, self.dataset, self.auto_collation,
                                    pool.lanes if pool is not None else None, self.item_concurrency,
                                    self.transform, epoch_key)
-            if source_cls is not MapItems:  # an AsyncDataset's (its batches are not claimed ahead)
-                source_cls = WatchedItems
+            if source_cls is not MapItems:  # an AsyncDataset's
+                source_cls = _policed_async_items(fetch)
         # The consumer's builds record into the extra (last) recorder.
         inline_build = functools.partial(fetch.build, rec=stats.workers[-1]) if inline else None
         indices: Iterator[Any] = iter(())
@@ -323,6 +323,15 @@ class _Parts:
     inline_build: Callable[[Any], Any] | None = None
     on_close: Callable[[], None] | None = None
     streams: Any = None
+
+
+def _policed_async_items(fetch: Any) -> type[MapItems]:
+    """The source of an ``AsyncDataset``'s epoch under a policy (its ``PolicyBuilder``
+    ``fetch``): settled batches claimed ahead (``async_policy``), else (one ``__getitems__``
+    coroutine a batch, narrowed by halves) one batch at a time (``recover.WatchedItems``)."""
+    from dataloader._engine.async_policy import SettledItems, settles  # lazy: asyncio only for async datasets
+
+    return SettledItems if settles(fetch) else WatchedItems
 
 
 def _drop_batches(items: tuple[Callable[[], Any], Callable[[Any], Any]], k: int) -> None:

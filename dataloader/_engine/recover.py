@@ -2,22 +2,31 @@
 
 ``PolicyBuilder`` wraps an epoch's named builder (``BuilderKind``; the plan wraps it only
 when the loader has a policy, so ``on_error="raise"`` runs no line of this module).  Its
-work items are ``(k, indices)``: the batch's number in the epoch and its indices.
+work items are ``(k, indices)``: the batch's number in the epoch and its indices (from a
+worker claiming ahead, ``(k, the batch's list of indices, its settled pipeline)``:
+``async_policy``).
 
-- Item kinds (``items``, ``lanes``, ``single``, and ``async`` without ``__getitems__``): each
-  item is fetched (and transformed) on its own, its exception kept as an ``ItemError``: a
-  failure costs nothing more than the failing item.
-- Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with
-  ``__getitems__``): the batch is built as without a policy; if that raises, its items are
-  fetched again one by one through the item path (``__getitem__`` + ``transform``) to find
-  which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
+- Item kinds (``items``, ``lanes``, ``single``): each item is fetched (and transformed) on
+  its own, its exception kept as an ``ItemError``: a failure costs nothing more than the
+  failing item.
+- ``async`` with one ``__getitem__`` coroutine an item: the batch is fetched once, settled
+  (``async_pipe``): its items run concurrently, a failing one does not cancel the others, and
+  each item's exception comes back at its position as an ``ItemError``: every failing
+  request is made once.
+- Batch kinds (``getitems``, ``native_gather``, ``native_rows``, ``async`` with one
+  ``__getitems__`` coroutine a batch): the batch is built as without a policy; if that
+  raises, its items are fetched again one by one through the item path (``__getitem__`` +
+  ``transform``; an async batch's by halves, ``halved``) to find which failed.  A batch that fails only in ``collate_fn`` (no item fails one by one) fails
   as a whole: ``next()`` raises the collate error, under every policy (not an item's fault).
 
 The policy then applies per failing item: ``"skip"`` drops it (a batch whose every item
 failed becomes ``SKIPPED``, and ``next()`` goes on to the next batch); ``"replace"`` fetches
 ``substitute_index(seed, epoch, k, place, attempt)`` in its place, a pure function of the
 epoch's seed and the item's position (never of timing or of the thread), trying at most
-``MAX_REPLACE_ATTEMPTS`` substitutes before the batch fails with ``RuntimeError``.  Interrupts
+``MAX_REPLACE_ATTEMPTS`` substitutes before the batch fails with ``RuntimeError``.  A batch's
+substitutes are fetched in rounds, one attempt of every failing place still without one a
+round, concurrently where the builder can (an ``AsyncDataset``'s settled fetch, lanes); the
+records come in the order of one place after another all the same.  Interrupts
 (``errors.INTERRUPTS``) and an epoch's cancellation are never an item's failure: they pass.
 """
 
@@ -125,26 +134,27 @@ class PolicyBuilder(Builder):
         dataset: the map-style dataset (its ``location`` names failed items).
         policy: the loader's ``ErrorPolicy``.
         auto_collation: work items hold lists of indices (False: one index).
-        one: the item path: ``one(index)`` fetches and transforms one item, or raises.
         outcomes: ``outcomes(indices)``: each item or its ``ItemError``, in order.
+        substitutes: as ``outcomes``, over the item path (``__getitem__`` + ``transform``):
+            the substitutes' fetch.
         batch_first: build with ``inner`` first, narrowing only when it raises.
         passthrough: exceptions that end the build as they are (an epoch's cancellation).
 
     Thread-safety: stateless between calls; any number of threads may build at once.
     """
 
-    __slots__ = ("inner", "_dataset", "_policy", "_auto", "_one", "_outcomes", "_batch_first",
+    __slots__ = ("inner", "_dataset", "_policy", "_auto", "_many", "_outcomes", "_batch_first",
                  "_passthrough", "_n")
 
     def __init__(
-        self, inner: Builder, dataset: Any, policy: ErrorPolicy, auto_collation: bool, one: Callable[[Any], Any],
-        outcomes: Callable[[Sequence[Any]], list[Any]], batch_first: bool, passthrough: tuple[type[BaseException], ...],
-        epoch_key: tuple[int, int],
+        self, inner: Builder, dataset: Any, policy: ErrorPolicy, auto_collation: bool,
+        outcomes: Callable[[Sequence[Any]], list[Any]], substitutes: Callable[[Sequence[Any]], list[Any]],
+        batch_first: bool, passthrough: tuple[type[BaseException], ...], epoch_key: tuple[int, int],
     ) -> None:
         super().__init__(inner._collate, None, epoch_key)
         self.inner = inner
         self._dataset, self._policy, self._auto = dataset, policy, auto_collation
-        self._one, self._outcomes, self._batch_first = one, outcomes, batch_first
+        self._many, self._outcomes, self._batch_first = substitutes, outcomes, batch_first
         self._passthrough = passthrough
         self._n = len(dataset) if policy.on_error == "replace" else 0
 
@@ -156,11 +166,12 @@ class PolicyBuilder(Builder):
         """The inner builder's ``watch`` (an ``AsyncFetcher``'s), if it has one."""
         getattr(self.inner, "watch", lambda w: None)(window)
 
-    def _build(self, work: tuple[int, Any], rec: Recorder) -> Any:
-        k, indices = work
-        if not self._auto:
+    def _build(self, work: tuple[Any, ...], rec: Recorder) -> Any:
+        k, indices = work[0], work[1]
+        source = work[2] if len(work) > 2 else None  # a settled pipeline: indices is its batch's list
+        if source is None and not self._auto:
             indices = [indices]
-        elif type(indices) is PermutationSpan:
+        elif source is None and type(indices) is PermutationSpan:
             indices = indices.rows()
         if self._batch_first and self._auto:
             try:
@@ -169,7 +180,7 @@ class PolicyBuilder(Builder):
                 raise
             except Exception:
                 pass  # narrowed to its items below
-        items, failures, replaced = self._apply(k, indices, self._outcomes(indices))
+        items, failures, replaced = self._apply(k, indices, self._outcomes(indices if source is None else source))
         skipped = len(indices) - len(items)
         if not items:
             return Recovered(SKIPPED, len(indices), failures, skipped, 0)
@@ -189,52 +200,70 @@ class PolicyBuilder(Builder):
     def _apply(self, k: int, indices: Sequence[Any], outcomes: list[Any]) -> tuple[list[Any], list[FailureRecord], int]:
         """The batch's items after the policy, its failure records and the items replaced."""
         epoch = self._epoch_key[1]
+        replace = self._policy.on_error == "replace"
         items: list[Any] = []
-        failures: list[FailureRecord] = []
-        replaced = 0
+        failed: dict[int, list[FailureRecord]] = {}  # place -> its records (its failed substitutes' after)
         for place, out in enumerate(outcomes):
             if type(out) is not ItemError:
                 items.append(out)
                 continue
             exc, out.exc = out.exc, None  # the cycle cut (ItemError)
             assert exc is not None
-            failures.append(record(epoch, self._dataset, _plain(indices[place]), exc))
+            failed[place] = [record(epoch, self._dataset, _plain(indices[place]), exc)]
             del exc
-            if self._policy.on_error == "replace":
-                items.append(self._substitute(k, place, failures, len(outcomes)))
-                replaced += 1
-        return items, failures, replaced
+            if replace:
+                items.append(None)  # its substitute's place
+        if replace and failed:
+            for place, item in self._substitutes(k, failed, len(outcomes)).items():
+                items[place] = item
+        return items, [r for records in failed.values() for r in records], len(failed) if replace else 0
 
-    def _substitute(self, k: int, place: int, failures: list[FailureRecord], seen: int) -> Any:
-        """The first substitute of the item at ``place`` of batch ``k`` (of ``seen`` items) that
-        does not fail; each failure is appended to ``failures``.
+    def _substitutes(self, k: int, failed: dict[int, list[FailureRecord]], seen: int) -> dict[int, Any]:
+        """The first substitute that does not fail of each place of batch ``k`` (of ``seen``
+        items) in ``failed``, in rounds (see the module); each failed substitute's record is
+        appended to its place's list.
 
         Raises:
-            SubstitutesFailed: ``MAX_REPLACE_ATTEMPTS`` substitutes failed (the last one its
-                cause; the batch's ``failures`` its records).
+            SubstitutesFailed: ``MAX_REPLACE_ATTEMPTS`` substitutes of a place failed (of the
+                first such place; the last one its cause; the records of the places up to it).
         """
         seed, epoch = self._epoch_key
         if self._n == 0:
             raise RuntimeError(f"on_error='replace': batch {k} of epoch {epoch}: the dataset is empty, "
                                "there is no item to substitute")
-        # The last failure, popped to raise and cleared before a substitute is returned: this
-        # frame must not hold it (its traceback holds the frame: a cycle only gc would free).
-        last: list[Exception] = []
+        # Each place's last failure, dropped once it has a substitute: this frame must not hold
+        # one when it returns (its traceback reaches this frame: a cycle only gc would free).
+        last: dict[int, Exception] = {}
+        got: dict[int, Any] = {}
+        waiting = list(failed)
         for attempt in range(MAX_REPLACE_ATTEMPTS):
-            j = substitute_index(seed, epoch, k, place, attempt, self._n)
+            if not waiting:
+                break
+            js = [substitute_index(seed, epoch, k, place, attempt, self._n) for place in waiting]
             try:
-                item = self._one(j)
-            except self._passthrough:
+                outs = self._many(js)
+            except BaseException:  # an interrupt, the epoch's cancellation: passes, this frame let go
+                last.clear()
                 raise
-            except Exception as exc:
-                failures.append(record(epoch, self._dataset, j, exc))
-                last[:] = [exc]
-                continue
-            last.clear()
-            return item
+            still = []
+            for place, j, out in zip(waiting, js, outs):
+                if type(out) is ItemError:
+                    assert out.exc is not None
+                    last[place], out.exc = out.exc, None
+                    failed[place].append(record(epoch, self._dataset, j, last[place]))
+                    still.append(place)
+                else:
+                    got[place] = out
+                    last.pop(place, None)
+            waiting, outs, out = still, [], None
+        if not waiting:
+            return got
+        place = waiting[0]
+        last = {place: last[place]}
         raise SubstitutesFailed(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
-            f"failed in a row (the data may be mostly broken; see loader.failures)", seen, failures) from last.pop()
+            f"failed in a row (the data may be mostly broken; see loader.failures)", seen,
+            [r for p, records in failed.items() if p <= place for r in records]) from last.pop(place)
 
 
 def item_outcomes(
@@ -316,22 +345,27 @@ def policy_builder(
         many: Callable[[Sequence[Any]], list[Any]] = lambda indices: fetcher.fetch(list(indices))
         outcomes: Callable[[Sequence[Any]], list[Any]] = (
             (lambda indices: halved(many, indices, passthrough)) if auto_collation else item_outcomes(one, passthrough))
-        batch_first = True
+        substitutes = item_outcomes(one, passthrough)
+        batch_first = not fetcher.settles
+        if fetcher.settles:  # one concurrent fetch gives every item's outcome: no narrowing
+            outcomes = substitutes = lambda batch: fetcher.settled(batch, ItemError)
     else:
         items = inner if isinstance(inner, Fetcher) else ItemsFetcher(dataset, inner._collate, transform, epoch_key)
-        one = items.fetch_item
-        outcomes = item_outcomes(one)
+        outcomes = substitutes = item_outcomes(items.fetch_item)
         if kind is BuilderKind.LANES and lanes is not None:
-            safe = _safe(one)
-            outcomes = lambda indices: fetch_with_lanes(lanes, safe, indices, item_concurrency)
+            safe = _safe(items.fetch_item)
+            outcomes = substitutes = lambda indices: fetch_with_lanes(lanes, safe, indices, item_concurrency)
         batch_first = kind not in (BuilderKind.ITEMS, BuilderKind.LANES, BuilderKind.SINGLE)
-    return PolicyBuilder(inner, dataset, policy, auto_collation, one, outcomes, batch_first, passthrough, epoch_key)
+    return PolicyBuilder(inner, dataset, policy, auto_collation, outcomes, substitutes, batch_first, passthrough,
+                         epoch_key)
 
 
 class WatchedItems(MapItems):
-    """``MapItems`` of an ``AsyncDataset`` epoch under a policy: each worker hands the
-    ``PolicyBuilder`` the epoch's window (its ``AsyncFetcher`` then abandons batches once the
-    epoch is closed).  Workers build one batch at a time (no batches claimed ahead)."""
+    """``MapItems`` of an ``AsyncDataset`` epoch under a policy whose batches do not settle
+    (one ``__getitems__`` coroutine a batch; else ``async_policy.SettledItems``): each worker
+    hands the ``PolicyBuilder`` the epoch's window (its ``AsyncFetcher`` then abandons batches
+    once the epoch is closed).  Workers build one batch at a time (no batches claimed ahead:
+    a failing batch is narrowed by halves, fetch after fetch)."""
 
     def __init__(
         self, indices: Iterator[Any], fetch: Builder, setup: WorkerSetup, num_workers: int, stats: EpochStats

@@ -153,23 +153,24 @@ def test_a_failing_transform_is_its_items_failure(make, num_workers):
     assert [(r.index, r.exc_type, r.message) for r in failures] == [(5, ValueError, "cannot transform item 5")]
 
 
-class _CountedAsync(AsyncItems):
-    """``AsyncItems`` counting each index's fetches; item 0 fails."""
+class _CountedGetitems(AsyncGetitems):
+    """``AsyncGetitems`` counting, per index, the ``__getitems__`` batches that held it; item 0 fails."""
 
     def __init__(self):
         self.calls = {}
 
-    async def __getitem__(self, index):
-        self.calls[index] = self.calls.get(index, 0) + 1
-        if index == 0:
+    async def __getitems__(self, indices):
+        for index in indices:
+            self.calls[index] = self.calls.get(index, 0) + 1
+        if 0 in indices:
             raise OSError("unreachable 0")
-        return await super().__getitem__(index)
+        return await super().__getitems__(indices)
 
 
 @pytest.mark.timeout(60)
-def test_a_failing_async_batch_is_narrowed_from_its_halves_not_fetched_whole_again():
-    ds = _CountedAsync()
-    loader = DataLoader(ds, batch_size=8, on_error="skip", num_workers=0)
+def test_a_failing_async_getitems_batch_is_narrowed_from_its_halves_not_fetched_whole_again():
+    ds = _CountedGetitems()
+    loader = DataLoader(ds, batch_size=8, on_error="skip", num_workers=0, item_concurrency=1)
     assert as_list(next(iter(loader))) == [10 * i for i in range(1, 8)]
     # the batch (fails), then halves down to item 0: [0..3], [0, 1], [0]
     assert ds.calls[0] == 4

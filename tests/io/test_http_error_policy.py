@@ -48,3 +48,19 @@ def test_permanently_failing_urls_are_reported_exactly_and_the_epoch_completes(s
     else:
         assert sizes == [20] * (N // 20)
         assert all(not b.startswith(b"/status") for batch in batches for b in batch)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_under_skip_each_url_is_requested_once_per_attempt_and_no_batch_is_narrowed(server, num_workers):
+    # paths of their own (the server counts per path); one attempt a request (no retry)
+    once = Retry(max_attempts=1, attempt_timeout_s=5.0)
+    bad = {3, 40, 41, 77}
+    urls = [server.url(f"/status/404/once{num_workers}-{i}" if i in bad else f"/ok/once{num_workers}-{i}?size=8")
+            for i in range(80)]
+    with DataLoader(HttpDataset(urls, retry=once), batch_size=16, collate_fn=list, num_workers=num_workers,
+                    item_concurrency=8, on_error="skip") as loader:
+        assert sum(map(len, loader)) == len(urls) - len(bad)
+        assert sorted(r.index for r in loader.failures) == sorted(bad)
+    paths = [u[u.index("/", len("http://")):].split("?")[0] for u in urls]
+    assert {p: server.count(p) for p in paths} == {p: 1 for p in paths}
