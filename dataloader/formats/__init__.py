@@ -6,6 +6,10 @@ memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
 group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
 and imported when a dataset is made, never by ``import dataloader``.
 
+``MixDataset`` mixes several datasets by weight (map-style sources: a map-style mix;
+``IterableDataset`` s: a ``MixStream``), each sample's source a pure function of
+``(seed, epoch, position)``; it needs NumPy only.
+
 Column types and nulls (``dataloader.formats._columns``): integers / floats / bool as their
 NumPy dtype ``(B,)``; timestamps / dates / durations as ``datetime64`` / ``timedelta64``; a
 fixed-size list of numbers ``(B, k)``; strings / binaries as ``object`` arrays of ``str`` /
@@ -17,10 +21,12 @@ and ``None`` in an object column; in an int / bool / temporal / fixed-size-list 
 from __future__ import annotations
 
 from dataloader.formats.arrow import ArrowDataset
+from dataloader.formats.mix import MixDataset
+from dataloader.formats.mix_stream import MixStream
 from dataloader.formats.parquet import ParquetDataset
 
-__all__ = ["ArrowDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "MixDataset", "MixStream", "ParquetDataset"]
 
-for _obj in (ArrowDataset, ParquetDataset):
+for _obj in (ArrowDataset, MixDataset, MixStream, ParquetDataset):
     _obj.__module__ = __name__
 del _obj
