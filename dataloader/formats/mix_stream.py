@@ -203,7 +203,7 @@ class _Run:
             self.shares = self.mix._shares
         if self.plan is None:
             self.plan = MixPlan(self.shares, _segment_seed(self.mix.seed, self.segment, _worker_key()))
-            self.chunk = (-1, self.chunk[1])
+            self.chunk = (0, np.empty(0, np.int64))
         if self.epoch is None:
             key = thread_state().epoch_key
             self.epoch = self.mix._epoch if key is None else key[1]
