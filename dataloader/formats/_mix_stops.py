@@ -67,4 +67,5 @@ def stop_plan(shares: np.ndarray, seed: int, lengths: np.ndarray, stop_on: str) 
         else:
             r = int(hits.min())
     counts = table[r] if r else np.zeros(len(shares), dtype=np.int64)
-    return MixPlan(shares, seed, (k, counts)), (k << probe.bits) + r
+    length = (k << probe.bits) + r
+    return MixPlan(shares, seed, (k, counts), length), length

@@ -111,7 +111,7 @@ class MixDataset(Dataset[Any]):
             raise ValueError(f"sources[{int(empty[0])}] is empty but has a positive weight")
         if self.stop_on == "never":
             n = int(self.lengths.sum()) if self.num_samples is None else self.num_samples
-            return MixPlan(shares, self.seed), n
+            return MixPlan(shares, self.seed, length=n), n
         return stop_plan(shares, self.seed, self.lengths, self.stop_on)
 
     @property
@@ -148,10 +148,12 @@ class MixDataset(Dataset[Any]):
     def _concat_indices(self, indices: Any) -> np.ndarray:
         idx = as_index_array(indices)
         n = self._len
-        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
-            bad = int(idx.min()) if int(idx.min()) < -n else int(idx.max())
-            raise IndexError(f"index {bad} is out of range for MixDataset of length {n}")
-        idx = np.where(idx < 0, idx + n, idx)
+        if idx.size:
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"index {lo if lo < -n else hi} is out of range for MixDataset of length {n}")
+            if lo < 0:
+                idx = np.where(idx < 0, idx + n, idx)
         src, draw = self._plan.place(idx, self._epoch_now())
         return self._starts[src] + draw % self.lengths[src]
 
