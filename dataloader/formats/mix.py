@@ -16,7 +16,7 @@ import numpy as np
 
 from dataloader._context import thread_state
 from dataloader._datasets.base import Dataset, IterableDataset
-from dataloader._datasets.concat import concat_items
+from dataloader._datasets.concat import grouped_items
 from dataloader._indices import as_index_array
 from dataloader._rng import check_seed
 from dataloader._validate import check_int
@@ -58,7 +58,7 @@ class MixDataset(Dataset[Any]):
     ``len`` depends on the lengths, the weights and ``stop_on`` only, never on the epoch.
 
     A batch (``__getitems__``) is placed with NumPy in one pass, grouped by source and fetched
-    with each source's own ``__getitems__`` (``ConcatDataset``'s batch path), so a batch of
+    with each source's own ``__getitems__`` (``ConcatDataset``'s grouping), so a batch of
     columns (``BatchedItems``) stays one.
 
     Thread-safety: reading (``[]``, ``__getitems__``, ``len``, ``location``) from any number of
@@ -99,8 +99,6 @@ class MixDataset(Dataset[Any]):
         self.seed = check_seed(seed)
         self.stop_on = stop_on
         self.num_samples = None if num_samples is None else check_int(num_samples, "num_samples", minimum=0)
-        self._ends = np.cumsum(self.lengths)
-        self._starts = self._ends - self.lengths
         self._epoch = 0
         self._plan, self._len = self._make_plan(weights)
 
@@ -145,18 +143,6 @@ class MixDataset(Dataset[Any]):
         key = thread_state().epoch_key
         return self._epoch if key is None else key[1]
 
-    def _concat_indices(self, indices: Any) -> np.ndarray:
-        idx = as_index_array(indices)
-        n = self._len
-        if idx.size:
-            lo, hi = int(idx.min()), int(idx.max())
-            if lo < -n or hi >= n:
-                raise IndexError(f"index {lo if lo < -n else hi} is out of range for MixDataset of length {n}")
-            if lo < 0:
-                idx = np.where(idx < 0, idx + n, idx)
-        src, draw = self._plan.place(idx, self._epoch_now())
-        return self._starts[src] + draw % self.lengths[src]
-
     def source_of(self, indices: Any) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item)`` of each index (1-D int64 arrays): ``mix[i] == sources[s][item]``.
 
@@ -166,9 +152,18 @@ class MixDataset(Dataset[Any]):
         Raises:
             IndexError: an index out of range (named).
         """
-        flat = self._concat_indices(indices)
-        src = np.searchsorted(self._ends, flat, side="right")
-        return src, flat - self._starts[src]
+        idx = as_index_array(indices)
+        n = self._len
+        if idx.size:
+            lo, hi = int(idx.min()), int(idx.max())
+            if lo < -n or hi >= n:
+                raise IndexError(f"index {lo if lo < -n else hi} is out of range for MixDataset of length {n}")
+            if lo < 0:
+                idx = np.where(idx < 0, idx + n, idx)
+        src, draw = self._plan.place(idx, self._epoch_now())
+        if self.stop_on != "first_exhausted":  # first_exhausted never draws past a source's end
+            draw %= self.lengths[src]
+        return src, draw
 
     def __getitem__(self, index: int) -> Any:
         (s,), (k,) = self.source_of([check_int(index, "index")])
@@ -176,7 +171,8 @@ class MixDataset(Dataset[Any]):
 
     def __getitems__(self, indices: Sequence[int] | np.ndarray) -> Sequence[Any]:
         """Items ``indices``: placed at once, fetched per source with its batch path."""
-        return concat_items(self.sources, self._starts, self._ends, self._concat_indices(indices))
+        src, item = self.source_of(indices)
+        return grouped_items(self.sources, src, item) if len(src) else []
 
     def location(self, index: int) -> str | None:
         """The item's source's ``location(item)`` where the source has one, else None."""
