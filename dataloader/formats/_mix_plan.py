@@ -164,8 +164,9 @@ class MixPlan:
         # G_s(b) = floor(F_s·b·2**bits / 2**32) = (F_s·b) >> (32 - bits): exact in uint64 for
         # blocks below 2**32 (positions below 2**44 at least).
         down = np.uint64(32 - self.bits)
-        start = ((self.cum[None, :] * blocks[:, None]) >> down).astype(np.int64)
-        end = ((self.cum[None, :] * (blocks[:, None] + np.uint64(1))) >> down).astype(np.int64)
+        cum: np.ndarray = self.cum[None, :]
+        start = ((cum * blocks[:, None]) >> down).astype(np.int64)
+        end = ((cum * (blocks[:, None] + np.uint64(1))) >> down).astype(np.int64)
         bounds = end - start  # C_s: the slot bounds of each source in the block
         drawn = np.diff(start, axis=1, prepend=np.int64(0))  # T_s(b)
         base = drawn - np.concatenate([np.zeros((len(blocks), 1), np.int64), bounds[:, :-1]], axis=1)

@@ -174,7 +174,7 @@ class _Run:
         return cls(mix, state, fresh=False)
 
     def state(self) -> dict[str, Any]:
-        sources = []
+        sources: list[Any] = []
         for d, it in zip(self.mix.sources, self.iters, strict=True):
             method = getattr(d, "state_dict", None)
             if it is None:  # not opened in this run: what it was resumed from, if anything
@@ -216,8 +216,8 @@ class _Run:
         return int(chosen[local - start])
 
     def _draw(self, s: int) -> Any:
-        it = self.iters[s] if self.iters[s] is not None else self._open(s)
-        for item in it:
+        it = self.iters[s]
+        for item in self._open(s) if it is None else it:
             return item
         self.done[s] = True
         rule = self.mix.stop_on
