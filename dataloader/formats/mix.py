@@ -100,7 +100,7 @@ class MixDataset(Dataset[Any]):
         self.stop_on = stop_on
         self.num_samples = None if num_samples is None else check_int(num_samples, "num_samples", minimum=0)
         self._epoch = 0
-        self._plan, self._len = self._make_plan(weights)
+        self._current = self._make_plan(weights)  # (plan, length): swapped together
 
     def _make_plan(self, weights: Sequence[float] | np.ndarray) -> tuple[MixPlan, int]:
         shares = shares_of(weights, len(self.sources))
@@ -115,7 +115,7 @@ class MixDataset(Dataset[Any]):
     @property
     def weights(self) -> np.ndarray:
         """The weights in use, normalised to sum to 1 (float64, one per source; a copy)."""
-        return self._plan.shares.astype(np.float64) / float(1 << 32)
+        return self._current[0].shares.astype(np.float64) / float(1 << 32)
 
     def set_weights(self, weights: Sequence[float] | np.ndarray) -> None:
         """Mix by ``weights`` from now on (every index read after the call).
@@ -130,14 +130,14 @@ class MixDataset(Dataset[Any]):
         Raises:
             ValueError: bad weights (as in the constructor).
         """
-        self._plan, self._len = self._make_plan(weights)
+        self._current = self._make_plan(weights)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch used outside a loader's batch (inside, the loader's own epoch is used)."""
         self._epoch = check_seed(epoch, "epoch")
 
     def __len__(self) -> int:
-        return self._len
+        return self._current[1]
 
     def _epoch_now(self) -> int:
         key = thread_state().epoch_key
@@ -153,14 +153,14 @@ class MixDataset(Dataset[Any]):
             IndexError: an index out of range (named).
         """
         idx = as_index_array(indices)
-        n = self._len
+        plan, n = self._current
         if idx.size:
             lo, hi = int(idx.min()), int(idx.max())
             if lo < -n or hi >= n:
                 raise IndexError(f"index {lo if lo < -n else hi} is out of range for MixDataset of length {n}")
             if lo < 0:
                 idx = np.where(idx < 0, idx + n, idx)
-        src, draw = self._plan.place(idx, self._epoch_now())
+        src, draw = plan.place(idx, self._epoch_now())
         if self.stop_on != "first_exhausted":  # first_exhausted never draws past a source's end
             draw %= self.lengths[src]
         return src, draw
@@ -182,7 +182,7 @@ class MixDataset(Dataset[Any]):
 
     def __repr__(self) -> str:
         w = ", ".join(f"{x:.4g}" for x in self.weights)
-        return f"MixDataset({len(self.sources)} sources, weights=[{w}], stop_on={self.stop_on!r}, len={self._len})"
+        return f"MixDataset({len(self.sources)} sources, weights=[{w}], stop_on={self.stop_on!r}, len={len(self)})"
 
 
 def _all_iterable(sources: Sequence[Any]) -> bool:

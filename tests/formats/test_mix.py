@@ -3,6 +3,8 @@ path, ``location``, new weights and bad input.  NumPy only (no optional library)
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -174,3 +176,25 @@ def test_bad_input_is_a_clear_error_naming_the_value():
     with pytest.raises(TypeError, match="index must be an int"):
         mix[1.5]
     assert mix[-1] == mix[9]
+
+
+@pytest.mark.timeout(60)
+def test_many_threads_reading_a_fresh_mix_get_the_sequential_answers():
+    # The epoch's tables are built by whichever threads come first (several at once here).
+    rng = np.random.default_rng(1)
+    batches = [rng.integers(0, 9000, 64) for _ in range(40)]
+    expect = [list(MixDataset(sources(5000, 3000, 2000), [5, 3, 2], seed=8).__getitems__(b)) for b in batches]
+    mix = MixDataset(sources(5000, 3000, 2000), [5, 3, 2], seed=8)
+    got: dict[int, list] = {}
+    start = threading.Barrier(8)
+
+    def read(t: int) -> None:
+        start.wait()
+        for k in range(t, len(batches), 8):
+            got[k] = list(mix.__getitems__(batches[k]))
+    threads = [threading.Thread(target=read, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    assert [got[k] for k in range(len(batches))] == expect

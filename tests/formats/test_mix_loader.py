@@ -25,6 +25,9 @@ class Tagged(Dataset):
             raise OSError(f"unreadable {self.base + i}")
         return self.base + int(i)
 
+    def location(self, i: int) -> str:
+        return f"part-{self.base}/{i}"
+
 
 def make_mix(bad=(), **kw) -> MixDataset:
     kw.setdefault("seed", 7)
@@ -124,3 +127,4 @@ def test_a_failing_item_of_one_source_is_skipped_or_replaced_alone(num_workers, 
         assert [g for g, c in zip(got, clean, strict=True) if g != c] and not bad & set(got)
         assert [c for g, c in zip(got, clean, strict=True) if g != c] == [x for x in clean if x in bad]
     assert sorted(r.index for r in loader.failures) == sorted(clean.index(x) for x in bad)
+    assert sorted(r.location for r in loader.failures) == ["part-0/17", "part-0/5"]  # the source's own
