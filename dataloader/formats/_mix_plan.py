@@ -206,14 +206,14 @@ class MixPlan:
         return src, draw
 
     def _place_whole(self, positions: np.ndarray, epoch: int, tables: _Tables | None) -> tuple[np.ndarray, np.ndarray]:
-        p = positions.astype(np.uint64)
+        p = np.ascontiguousarray(positions, dtype=np.int64).view(np.uint64)  # >= 0: no copy
         blocks = p >> np.uint64(self.bits)
         if tables is None:
             unique, at = np.unique(blocks, return_inverse=True)
             tables = self._tables(epoch, unique)
         else:
-            at = blocks.astype(np.intp)
-        slot = _permute(p & np.uint64((1 << self.bits) - 1), tables.rounds[at], self.bits).astype(np.int64)
+            at = blocks.view(np.int64)
+        slot = _permute(p & np.uint64((1 << self.bits) - 1), tables.rounds[at], self.bits).view(np.int64)
         # The source is how many of C_0 .. C_{S-2} the slot reaches.
         src = (slot[:, None] >= tables.bounds[at]).sum(axis=1, dtype=np.int64)
         return src, tables.base[at, src] + slot
