@@ -170,3 +170,15 @@ def test_bad_stream_input_is_a_clear_error():
     mix = make()
     with pytest.raises(ValueError, match="state has 2 sources, this mix has 3"):
         mix.load_state_dict({"drawn": [0, 0]})
+
+
+@pytest.mark.timeout(60)
+def test_the_streams_epoch_is_the_loaders_and_one_worker_equals_none():
+    mix = MixDataset([Counter(0, 100), Counter(1000, 100)], [0.5, 0.5], seed=1)
+    runs = []
+    for workers in (0, 1):
+        loader = DataLoader(mix, batch_size=10, num_workers=workers)
+        runs.append([[int(x) for b in loader for x in b] for _ in range(2)])
+    assert runs[0] == runs[1]
+    first, second = runs[0]
+    assert first != second and sorted(first) == sorted(second)
