@@ -4,17 +4,23 @@ its own ``state_dict()``.
 
 Splitting, as HF does it:
 
-- **ranks** (only when ``rank`` and ``world_size`` are given; otherwise the dataset is used as
-  given, as torch's ``DataLoader`` uses it, e.g. after your own ``split_dataset_by_node``):
-  ``datasets.distributed.split_dataset_by_node(dataset, rank, world_size)``: whole shards per
-  rank when ``num_shards % world_size == 0``, else every ``world_size``-th example (each rank
-  then reads every shard);
 - **worker threads** (``num_workers > 1``): by shards, as HF's torch-worker path does: worker
   ``w`` of ``W`` iterates shards ``w, w + W, w + 2W, ...`` (``dataset.shard(W, w,
   contiguous=False)``); with fewer shards than workers, workers ``>= num_shards`` yield nothing
   (HF warns the same; ``dataset.reshard()`` or more files give more shards).  Under
-  ``dataloader.torch`` (where ``torch.utils.data.get_worker_info()`` answers in worker
-  threads) HF's own ``__iter__`` splits the same way and the split here steps aside.
+  ``dataloader.torch``, ``torch.utils.data.get_worker_info()`` answers in worker threads and
+  HF's ``__iter__`` would split again (and, in datasets 5.2, resume its worker path at a
+  wrong offset): the worker info is hidden from it while its iteration starts (the first
+  example), so both faces split here, the same way;
+- **ranks** (only when ``rank`` and ``world_size`` are given; otherwise the dataset is used as
+  given, as torch's ``DataLoader`` uses it, e.g. after your own ``split_dataset_by_node``):
+  ``datasets.distributed.split_dataset_by_node(dataset, rank, world_size)``: whole shards per
+  rank when the shard count divides by ``world_size``, else every ``world_size``-th example
+  (each rank then reads every shard).  HF applies this split when a stream starts, to the
+  shards that stream holds: with one stream (``num_workers <= 1``) a rank gets exactly
+  ``split_dataset_by_node``'s examples; with ``W`` workers each worker's shards are split
+  between the ranks (so by examples where their count does not divide), and every example is
+  still read by exactly one (rank, worker).
 
 Each worker thread iterates its own ``copy.copy`` of the dataset (HF keeps its iteration state
 on the object), so no two threads share HF's state.
@@ -23,11 +29,10 @@ on the object), so no two threads share HF's state.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import Iterator
 from typing import Any
 
-from dataloader._context import get_worker_info
+from dataloader._context import get_worker_info, set_worker
 from dataloader._datasets.base import IterableDataset
 
 __all__ = ["HFIterableDataset"]
@@ -89,13 +94,13 @@ class HFIterableDataset(IterableDataset):
         if self._start is not None:
             part.load_state_dict(self._start)
             self._start = None
-        return iter(part)
+        return _examples(part)
 
     def _worker_part(self) -> Any:
         """This worker's copy of the dataset: its shards (None: no shard for it) or the whole."""
         info = get_worker_info()
         mine = copy.copy(self.dataset)
-        if info is None or info.num_workers <= 1 or _hf_splits_workers(mine):
+        if info is None or info.num_workers <= 1:
             return mine
         if info.id >= mine.num_shards:
             return None
@@ -124,8 +129,20 @@ class HFIterableDataset(IterableDataset):
         self._stream = None
 
 
-def _hf_splits_workers(dataset: Any) -> bool:
-    """True where HF's ``__iter__`` splits by worker itself: a torch ``IterableDataset`` (torch
-    installed) inside a worker that ``torch.utils.data.get_worker_info()`` sees (its test)."""
-    tud = sys.modules.get("torch.utils.data")
-    return tud is not None and isinstance(dataset, tud.IterableDataset) and tud.get_worker_info() is not None
+def _examples(part: Any) -> Iterator[Any]:
+    """``part``'s examples, its iteration started with this thread's worker info hidden: HF's
+    ``__iter__`` reads ``torch.utils.data.get_worker_info()`` once, when it starts."""
+    examples = iter(part)
+    saved = get_worker_info()
+    set_worker(None)
+    try:
+        first = next(examples, _END)
+    finally:
+        set_worker(saved)
+    if first is _END:
+        return
+    yield first
+    yield from examples
+
+
+_END = object()
