@@ -106,6 +106,14 @@ class HFDataset(Dataset):
             names = [c for c in names if c in set(fmt["columns"])]
         self.columns: tuple[str, ...] = tuple(names)
         self._table = dataset.data.table.select(names)
+        self._features = dataset.features  # a deep copy on every read of the property: read once
+        # Columns HF gives as plain Python scalars / str (no decoding): the NumPy fast path.
+        self._plain = frozenset(n for n in names if type(self._features[n]).__name__ in ("Value", "ClassLabel"))
+        self._formatter: Any = None
+        if self.format_type not in (None, "python", "arrow") and self.format_type in _DICT_FORMATS:
+            import datasets.formatting as hf_formatting  # lazy: the dataset's own formatter
+
+            self._formatter = hf_formatting.get_formatter(self.format_type, features=self._features, **fmt["format_kwargs"])
         # HF's indices mapping (select / shuffle / split): no public accessor; one uint64 column.
         mapping = getattr(dataset, "_indices", None)
         self._mapping = None if mapping is None else mapping.column(0)
@@ -159,9 +167,8 @@ class HFDataset(Dataset):
         import datasets.formatting as hf_formatting  # lazy: the dataset's own formatter
 
         fmt = self.dataset.format
-        formatter = hf_formatting.get_formatter(kind, features=self.dataset.features, **fmt["format_kwargs"])
         batch = hf_formatting.format_table(
-            taken, idx.tolist(), formatter=formatter, format_columns=fmt["columns"],
+            taken, idx.tolist(), formatter=self._formatter, format_columns=fmt["columns"],
             output_all_columns=fmt["output_all_columns"],
         )
         return BatchedItems(tuple(batch.values()), tuple(batch))
@@ -169,8 +176,7 @@ class HFDataset(Dataset):
     def _python_column(self, pa: Any, taken: Any, name: str) -> np.ndarray:
         column = taken.column(name)
         t = column.type
-        simple = type(self.dataset.features[name]).__name__ in ("Value", "ClassLabel")
-        if simple and not column.null_count:
+        if name in self._plain and not column.null_count:
             for test, dtype in _PYTHON_DTYPES:
                 if getattr(pa.types, test)(t) and not pa.types.is_uint64(t):
                     return np.asarray(column.to_numpy(), dtype=dtype)
@@ -178,7 +184,7 @@ class HFDataset(Dataset):
                 return column.to_numpy(zero_copy_only=False)
         import datasets.formatting as hf_formatting  # lazy: HF's Python values (decoded features)
 
-        values = hf_formatting.PythonFormatter(features=self.dataset.features).format_batch(taken.select([name]))[name]
+        values = hf_formatting.PythonFormatter(features=self._features).format_batch(taken.select([name]))[name]
         out = np.empty(len(values), dtype=object)
         for i, value in enumerate(values):  # item by item: a list value stays one item
             out[i] = value
