@@ -15,8 +15,9 @@ none (python)     ``Value`` columns of ints / floats / bools without nulls: NumP
                   (lists, structs, ``Image``, nulls): ``object`` arrays of HF's Python values
 "arrow"           the ``dataloader.formats`` rule (``ArrowDataset``'s dtypes: ``float32``
                   stays ``float32``; nulls as its ``nulls`` argument says)
-"numpy", "torch", HF's own formatter on the taken rows (``format_batch``): exactly what
-others            ``dataset[indices]`` returns (its dtypes, e.g. ``float32`` for floats)
+"numpy", "torch", HF's own formatter on the taken rows (``format_batch``): what
+others            ``dataset[indices]`` returns (its dtypes, e.g. ``float32`` for floats), a
+                  NumPy ``str_`` / ``bytes_`` column as an ``object`` array of ``str`` / ``bytes``
 ================  ==========================================================================
 
 Collation then gives a dict of columns (``{name: (B, ...) array or tensor}``, strings as a
@@ -171,7 +172,7 @@ class HFDataset(Dataset):
             taken, idx.tolist(), formatter=self._formatter, format_columns=fmt["columns"],
             output_all_columns=fmt["output_all_columns"],
         )
-        return BatchedItems(tuple(batch.values()), tuple(batch))
+        return BatchedItems(tuple(_text_objects(c) for c in batch.values()), tuple(batch))
 
     def _python_column(self, pa: Any, taken: Any, name: str) -> np.ndarray:
         column = taken.column(name)
@@ -189,3 +190,12 @@ class HFDataset(Dataset):
         for i, value in enumerate(values):  # item by item: a list value stays one item
             out[i] = value
         return out
+
+
+def _text_objects(column: Any) -> Any:
+    """A NumPy ``str_`` / ``bytes_`` column (HF's ``"numpy"`` strings) as an ``object`` array of
+    ``str`` / ``bytes``, which collates column-wise into a list (rows of ``np.str_`` would be
+    collated one by one into an equal list); any other column unchanged."""
+    if isinstance(column, np.ndarray) and column.ndim == 1 and column.dtype.kind in "US":
+        return column.astype(object)
+    return column
