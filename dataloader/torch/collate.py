@@ -95,7 +95,7 @@ def _named_columns(batch: BatchedItems, names: tuple[str, ...]) -> dict[str, Any
         if isinstance(c, torch.Tensor) and c.ndim >= 1:
             out[name] = c.contiguous()
             continue
-        if type(c) is list and type(c[0]) in (str, bytes) and all(type(x) is type(c[0]) for x in c):
+        if isinstance(c, list) and type(c[0]) in (str, bytes) and all(type(x) is type(c[0]) for x in c):
             out[name] = list(c)
             continue
         if not isinstance(c, np.ndarray) or c.ndim < 1:
