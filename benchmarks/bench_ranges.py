@@ -9,7 +9,9 @@ connection).  Contenders, each once per round, rounds interleaved (``--rounds``,
 - ``HttpDataset`` through ``DataLoader(batch_size=None)``, ranges off: one GET;
 - the same with ``range_parallel_threshold=32 MiB, range_chunk_bytes=size / --ranges``
   (8 ranges of 8 MiB): the first part from the item's own GET, the 7 others as ranges;
-- plain aiohttp, one GET, no loader: what one connection gives.
+- plain aiohttp, one GET, no loader: what one connection gives;
+- plain aiohttp, the same ranges all at once with the size known beforehand, no loader: what
+  this machine gives to concurrent connections (its ceiling for the ranged contender).
 
 Each item is checked byte for byte once per contender.  The goal (issue 25): 8 ranges at
 least 4x one GET.  Ideal: one GET ``rtt + size / rate`` (~1.36 s); 8 ranges ``2 rtt +
@@ -102,14 +104,25 @@ def bench_loader(url: str, threshold: int | None, chunk: int, expect: bytes) -> 
     return dt, cpu
 
 
-def bench_plain(url: str, expect: bytes) -> tuple[float, float]:
+def bench_plain(url: str, expect: bytes, chunk: int | None) -> tuple[float, float]:
+    """Plain aiohttp, no loader: one GET (``chunk`` None), or every range of ``chunk`` bytes
+    at once with the size known beforehand (no first request: this machine's ceiling)."""
     import aiohttp
 
+    async def get(session: aiohttp.ClientSession, headers: dict[str, str]) -> bytes:
+        async with session.get(url, headers=headers) as resp:
+            return await resp.read()
+
     async def run() -> tuple[float, float]:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as session:
             t0, c0 = time.perf_counter(), time.process_time()
-            async with session.get(url) as resp:
-                body = await resp.read()
+            if chunk is None:
+                body = await get(session, {})
+            else:
+                asked = [{"Range": f"bytes={a}-{min(a + chunk, len(expect)) - 1}"}
+                         for a in range(0, len(expect), chunk)]
+                body = b"".join(await asyncio.gather(*(get(session, h) for h in asked)))
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert body == expect, "wrong bytes"
         return dt, cpu
@@ -150,17 +163,21 @@ def main() -> None:
         url = f"http://127.0.0.1:{int(proc.stdout.readline())}/object.bin"
         expect = content(args.size)
         chunk = -(-args.size // args.ranges)
-        runs: dict[str, list[tuple[float, float]]] = {"one_get": [], "ranges": [], "plain_aiohttp": []}
+        runs: dict[str, list[tuple[float, float]]] = {"one_get": [], "ranges": [], "plain_aiohttp": [],
+                                                      "plain_aiohttp_ranges": []}
         for _ in range(args.rounds):  # every contender once per round: load changes hit them all alike
             runs["one_get"].append(bench_loader(url, None, chunk, expect))
             runs["ranges"].append(bench_loader(url, min(32 << 20, args.size), chunk, expect))
-            runs["plain_aiohttp"].append(bench_plain(url, expect))
+            runs["plain_aiohttp"].append(bench_plain(url, expect, None))
+            runs["plain_aiohttp_ranges"].append(bench_plain(url, expect, chunk))
         summary: dict[str, object] = {"size": args.size, "parts": args.ranges, "rtt_s": args.rtt_s,
                                       "conn_mb_s": args.conn_mb_s, "load_average": load}
         summary["one_get"] = _report("HttpDataset, one GET", runs["one_get"], args.size)
         summary["ranges"] = _report(f"HttpDataset, {args.ranges} ranges of {chunk:,} bytes", runs["ranges"],
                                     args.size)
         summary["plain_aiohttp"] = _report("plain aiohttp, one GET, no loader", runs["plain_aiohttp"], args.size)
+        summary["plain_aiohttp_ranges"] = _report(f"plain aiohttp, {args.ranges} ranges at once, size known, no loader",
+                                                  runs["plain_aiohttp_ranges"], args.size)
         ratios = [one[0] / ranged[0] for one, ranged in zip(runs["one_get"], runs["ranges"])]
         summary["speedup"] = statistics.median(ratios)
         print(f"ranges vs one GET: {summary['speedup']:.2f}x (median of the rounds' ratios; goal >= 4x)")
