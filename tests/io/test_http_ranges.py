@@ -204,6 +204,16 @@ def test_each_range_has_its_own_attempt_timeout(server):
 
 
 @pytest.mark.timeout(60)
+def test_timeout_s_bounds_the_item_all_parts_together(server):
+    key = new_key()
+    ds = HttpDataset([server.url(f"{key}?size=3000&stall=2000&s=5")], retry=Retry(attempt_timeout_s=None),
+                     timeout_s=0.5, range_parallel_threshold=1000, range_chunk_bytes=1000)
+    (err,) = fetch(ds)  # the stalled part is cancelled with the item (fetch closes the session after it)
+    assert isinstance(err, TimeoutError) and "timeout_s=0.5" in str(err) and key in str(err)
+    assert sorted(server.ranges[key]) == [(1000, 1999), (2000, 2999)]
+
+
+@pytest.mark.timeout(60)
 def test_an_object_that_changes_between_parts_fails_its_item(server):
     key = new_key()
     ds = HttpDataset([server.url(f"{key}?size=3000&mode=drift")], retry=FAST, range_parallel_threshold=1000,
