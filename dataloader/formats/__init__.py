@@ -6,6 +6,11 @@ memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
 group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
 and imported when a dataset is made, never by ``import dataloader``.
 
+``HFDataset`` / ``HFIterableDataset``: Hugging Face ``datasets.Dataset`` (one Arrow take per
+batch, its format and indices mapping kept) and ``datasets.IterableDataset`` (split across
+ranks and workers as HF splits it, resumed through its ``state_dict``); ``DataLoader`` wraps
+either in them by itself.  ``datasets`` is imported only for an object of its own.
+
 ``MixDataset`` mixes several datasets by weight (map-style sources: a map-style mix;
 ``IterableDataset`` s: a ``MixStream``), each sample's source a pure function of
 ``(seed, epoch, position)``; it needs NumPy only.
@@ -21,12 +26,14 @@ and ``None`` in an object column; in an int / bool / temporal / fixed-size-list 
 from __future__ import annotations
 
 from dataloader.formats.arrow import ArrowDataset
+from dataloader.formats.hf import HFDataset
+from dataloader.formats.hf_stream import HFIterableDataset
 from dataloader.formats.mix import MixDataset
 from dataloader.formats.mix_stream import MixStream
 from dataloader.formats.parquet import ParquetDataset
 
-__all__ = ["ArrowDataset", "MixDataset", "MixStream", "ParquetDataset"]
+__all__ = ["ArrowDataset", "HFDataset", "HFIterableDataset", "MixDataset", "MixStream", "ParquetDataset"]
 
-for _obj in (ArrowDataset, MixDataset, MixStream, ParquetDataset):
+for _obj in (ArrowDataset, HFDataset, HFIterableDataset, MixDataset, MixStream, ParquetDataset):
     _obj.__module__ = __name__
 del _obj
