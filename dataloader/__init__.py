@@ -55,7 +55,7 @@ _LAZY_MODULES = {
     "dataloader.io": (
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
-    "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
+    "dataloader.ndf": ("CachedDataset", "NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
     "dataloader.formats": ("ArrowDataset", "ParquetDataset"),
     "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
@@ -89,7 +89,7 @@ if TYPE_CHECKING:
         Template,
     )
     from dataloader.formats import ArrowDataset, ParquetDataset
-    from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
+    from dataloader.ndf import CachedDataset, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
 def __getattr__(name: str) -> Any:
@@ -146,6 +146,7 @@ __all__ = [
     "BatchRows",
     "BatchSampler",
     "BatchedItems",
+    "CachedDataset",
     "CenterCrop",
     "ChainDataset",
     "Compose",

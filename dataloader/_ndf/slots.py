@@ -1,0 +1,180 @@
+"""Writing an `.ndf` file by row index: ``RowSlots``, for rows that arrive in any order.
+
+A shuffled epoch hands rows over in the sampler's order, from several threads.  ``RowSlots``
+allocates the whole file at once (header + n rows, ``ftruncate``) under a temporary name
+beside ``path`` (``.<name>.<random>.tmp``) and writes row ``i`` with one ``pwrite`` at its
+own offset (``data_offset + i * row_bytes``): no shared file position, so threads write at
+once; only the bookkeeping (which rows are claimed, how many are written) takes a lock.
+Memory: one byte per row (the claimed flags), never the rows.
+
+Completeness is marked twice.  While rows are missing, the header's magic is
+``PARTIAL_MAGIC`` (``b"NDF~"``): no ``.ndf`` reader opens the file.  When the last row is
+written, the real version-2 header is written over it, the file is fsync'ed and renamed onto
+``path`` (``os.replace``, atomic on POSIX), then the directory is fsync'ed.  So ``path`` is
+either absent, its previous version, or a complete file; a killed process leaves only its
+temporary file (removed by ``abort()``, or when the writer is dropped or the interpreter exits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+import threading
+import weakref
+
+import numpy as np
+
+from dataloader._ndf.format import Layout, pack_header
+from dataloader._ndf.write import fsync_directory
+
+__all__ = ["PARTIAL_MAGIC", "RowSlots"]
+
+PARTIAL_MAGIC = b"NDF~"
+
+
+def _discard(fd: int, tmp_path: str) -> None:
+    """Close and delete an unfinished temporary file (errors ignored)."""
+    for step in (lambda: os.close(fd), lambda: os.unlink(tmp_path)):
+        try:
+            step()
+        except OSError:
+            pass
+
+
+class RowSlots:
+    """A version-2 `.ndf` file of ``layout.n`` rows, written row by row at any index.
+
+    Args:
+        path: the destination; its directory must exist.  An existing file is replaced
+            (atomically) only when every row is written.
+        layout: the file's header (version 2; ``n`` rows, ``d``/``l``, dtypes, ``extra``
+            metadata); ``data_offset`` is computed here.
+
+    Thread-safety: ``write`` from any number of threads at once (each row claimed once
+    under a lock, written with a positioned ``pwrite`` outside it); ``abort`` from any
+    thread (a write in flight finishes first, then the file is removed).
+
+    Raises:
+        OSError: the temporary file cannot be created or sized (e.g. no space).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], layout: Layout) -> None:
+        header = pack_header(dataclasses.replace(layout, version=2))
+        self.layout = dataclasses.replace(layout, version=2, data_offset=len(header))
+        self.path = os.fspath(path)
+        self._header = header
+        self._row_bytes = self.layout.row_bytes
+        self._claimed = bytearray(layout.n)
+        self._written = 0
+        self._inflight = 0
+        self._closed = False  # finished or aborted: no new write starts
+        self._aborted = False
+        self._lock = threading.Lock()
+        head, tail = os.path.split(os.path.abspath(self.path))
+        self._tmp_path = os.path.join(head, f".{tail}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(self._tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        self._fd = fd
+        self._finalizer = weakref.finalize(self, _discard, fd, self._tmp_path)
+        try:
+            os.pwrite(fd, PARTIAL_MAGIC + header[4:], 0)
+            os.ftruncate(fd, len(header) + layout.n * self._row_bytes)
+        except BaseException:
+            self._finalizer()
+            raise
+
+    @property
+    def written(self) -> int:
+        """Rows written so far (each counted once)."""
+        return self._written
+
+    @property
+    def closed(self) -> bool:
+        """True once the file is finished (renamed onto ``path``) or aborted."""
+        return self._closed
+
+    def write(self, indices: np.ndarray, rows: np.ndarray) -> bool:
+        """Write the rows at ``indices`` that no call wrote or is writing yet.
+
+        Args:
+            indices: 1-D int64 array of k row indices in ``[0, n)`` (checked by the caller).
+            rows: uint8 array of shape (k, row_bytes), C-contiguous: row ``j`` is the file's
+                bytes of row ``indices[j]`` (little-endian x then y).
+
+        Returns:
+            True when this call wrote the last missing row: the file is then complete
+            and renamed onto ``path``.  False otherwise, also after ``abort()``.
+
+        Raises:
+            OSError: a write or the finish failed; the rows of this call are unclaimed
+                again (another call may write them), a failed finish aborts the file.
+        """
+        with self._lock:
+            if self._closed:
+                return False
+            mine = [j for j, i in enumerate(indices.tolist()) if not self._claimed[i]]
+            for j in mine:
+                self._claimed[int(indices[j])] = 1
+            self._inflight += 1
+        try:
+            self._pwrite_rows(indices, rows, mine)
+        except BaseException:
+            with self._lock:
+                for j in mine:
+                    self._claimed[int(indices[j])] = 0
+                self._leave()
+            raise
+        with self._lock:
+            self._written += len(mine)
+            last = bool(mine) and self._written == len(self._claimed) and not self._aborted
+            if last:
+                self._closed = True
+            self._leave()
+        if last:
+            self._finish()
+        return last
+
+    def _pwrite_rows(self, indices: np.ndarray, rows: np.ndarray, mine: list[int]) -> None:
+        view = memoryview(rows).cast("B")
+        rb, base = self._row_bytes, self.layout.data_offset
+        for j in mine:
+            offset = base + int(indices[j]) * rb
+            done = os.pwrite(self._fd, view[j * rb:(j + 1) * rb], offset)
+            if done != rb:  # a short write to a regular file: out of space
+                raise OSError(f"{self._tmp_path!r}: wrote {done} of {rb} bytes of row {int(indices[j])}")
+
+    def _leave(self) -> None:
+        """One write call is over (lock held); the last one out of an aborted file removes it."""
+        self._inflight -= 1
+        if self._aborted and self._inflight == 0:
+            self._finalizer()
+
+    def _finish(self) -> None:
+        try:
+            os.pwrite(self._fd, self._header, 0)
+            os.fsync(self._fd)
+        except BaseException:
+            self._finalizer()
+            raise
+        self._finalizer.detach()
+        try:
+            os.close(self._fd)
+            os.replace(self._tmp_path, self.path)
+        except BaseException:
+            _discard(-1, self._tmp_path)  # the descriptor is closed (or invalid) by now
+            raise
+        fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+
+    def abort(self) -> None:
+        """Give the file up: ``path`` is left untouched and the temporary file removed (once
+        no write is in flight).  Idempotent; nothing after a finish."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = self._aborted = True
+            self._inflight += 1
+            self._leave()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"RowSlots({self.path!r}, {self._written}/{len(self._claimed)} rows, {state})"
