@@ -92,7 +92,13 @@ class CachedDataset(Dataset[Any]):
                  transform: Callable[[Any], Any] | None = None, fingerprint: str | None = None,
                  x_dtype: Any = None, y_dtype: Any = None, access: str = "auto") -> None:
         _check_arguments(dataset, transform, fingerprint, access)
-        self.dataset, self.transform, self.access = dataset, transform, access
+        user = "" if fingerprint is None else f"user:{fingerprint}"
+        key = user or f"{dataset_fingerprint(dataset)}:{x_dtype!s}:{y_dtype!s}"
+        self._setup(dataset, path, transform, key, (x_dtype, y_dtype), access)
+
+    def _setup(self, dataset: Any, path: str | os.PathLike[str], transform: Callable[[Any], Any] | None,
+               key: str, dtypes: tuple[Any, Any], access: str) -> None:
+        self.dataset, self.transform, self.access, self.key = dataset, transform, access, key
         self.path = os.fspath(path)
         self._n = len(dataset)
         if self._n < 1:
@@ -100,9 +106,7 @@ class CachedDataset(Dataset[Any]):
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"CachedDataset: the directory of {self.path!r} does not exist")
-        self._dtypes = (x_dtype, y_dtype)
-        user = "" if fingerprint is None else f"user:{fingerprint}"
-        self.key = user or f"{dataset_fingerprint(dataset)}:{x_dtype!s}:{y_dtype!s}"
+        self._dtypes = dtypes
         self._lock = threading.Lock()
         self._slots: RowSlots | None = None
         self._schema: ItemSchema | None = None
@@ -164,7 +168,11 @@ class CachedDataset(Dataset[Any]):
             if self._reader is not None:
                 return
             idx = np.arange(start, min(start + 256, self._n), dtype=np.int64)
-            self._build(idx, self._fetch(idx))
+            slots = self._slots
+            if slots is not None:
+                idx = slots.missing(idx)
+            if idx.size:
+                self._build(idx, self._fetch(idx))
 
     def close(self) -> None:
         """Close the cache file (a complete one) or give up the rows written (an incomplete one:
@@ -180,13 +188,14 @@ class CachedDataset(Dataset[Any]):
         self._open()
 
     def __getstate__(self) -> dict[str, Any]:
-        """A copy or pickle is made anew from the same arguments (it reads ``path`` if complete)."""
+        """A copy or pickle is made anew from the same arguments and key (it reads ``path``
+        if complete, else builds its own)."""
         return {"dataset": self.dataset, "path": self.path, "transform": self.transform,
-                "fingerprint": self.key[5:] if self.key.startswith("user:") else None,
-                "x_dtype": self._dtypes[0], "y_dtype": self._dtypes[1], "access": self.access}
+                "key": self.key, "dtypes": self._dtypes, "access": self.access}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        CachedDataset.__init__(self, state.pop("dataset"), state.pop("path"), **state)
+        self._setup(state["dataset"], state["path"], state["transform"], state["key"], state["dtypes"],
+                    state["access"])
 
     def __repr__(self) -> str:
         state = "complete" if self._reader is not None else "building"

@@ -93,6 +93,12 @@ class RowSlots:
         """True once the file is finished (renamed onto ``path``) or aborted."""
         return self._closed
 
+    def missing(self, indices: np.ndarray) -> np.ndarray:
+        """The ``indices`` (1-D int64, in ``[0, n)``) whose rows no write has claimed yet."""
+        with self._lock:
+            claimed = np.frombuffer(self._claimed, dtype=np.uint8)[indices]
+        return indices[claimed == 0]
+
     def write(self, indices: np.ndarray, rows: np.ndarray) -> bool:
         """Write the rows at ``indices`` that no call wrote or is writing yet.
 
