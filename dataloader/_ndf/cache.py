@@ -140,12 +140,17 @@ class CachedDataset(Dataset[Any]):
         """The items of ``indices`` (a sequence of ints or a 1-D int64 array): a
         ``BatchedItems`` of (X, Y) for ``(x, y)`` items, else a list; a list of transformed
         items with a ``transform``.  From the complete file: one native gather."""
-        idx = _checked(as_index_array(indices), self._n)
+        idx = as_index_array(indices)
         reader = self._reader
         if reader is not None:
-            x, y = reader.file.read_rows(idx)
+            try:
+                x, y = reader.file.read_rows(idx)  # checks the indices (IndexError: nothing read)
+            except IndexError:
+                idx = _checked(idx, self._n)  # negative indices count from the end
+                x, y = reader.file.read_rows(idx)
             items = self._ready().batch(*self._ready().from_rows(x, y))
         else:
+            idx = _checked(idx, self._n)
             items = self._build(idx, self._fetch(idx))
         return items if self.transform is None else self._transform_all(idx, items)
 

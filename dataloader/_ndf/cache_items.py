@@ -123,8 +123,8 @@ class ItemSchema:
     def batch(self, x: np.ndarray, y: np.ndarray | None) -> Any:
         """Items of X ``(k,) + x_shape`` and Y as the dataset's ``__getitems__`` gives them: a
         ``BatchedItems`` of (X, Y) for pairs (``default_collate`` takes its columns as they
-        are), else the list of X's rows."""
-        if self.pair:
+        are), else (Y is None) the list of X's rows."""
+        if y is not None:
             return BatchedItems((x, y))
         return list(x)
 

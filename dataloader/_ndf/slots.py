@@ -115,24 +115,26 @@ class RowSlots:
             OSError: a write or the finish failed; the rows of this call are unclaimed
                 again (another call may write them), a failed finish aborts the file.
         """
+        at = indices.tolist()
         with self._lock:
             if self._closed:
                 return False
-            mine = [j for j, i in enumerate(indices.tolist()) if not self._claimed[i]]
+            claimed = self._claimed
+            mine = [j for j, i in enumerate(at) if not claimed[i]]
             for j in mine:
-                self._claimed[int(indices[j])] = 1
+                claimed[at[j]] = 1
             self._inflight += 1
         try:
-            self._pwrite_rows(indices, rows, mine)
+            self._pwrite_rows(at, rows, mine)
         except BaseException:
             with self._lock:
                 for j in mine:
-                    self._claimed[int(indices[j])] = 0
+                    claimed[at[j]] = 0
                 self._leave()
             raise
         with self._lock:
             self._written += len(mine)
-            last = bool(mine) and self._written == len(self._claimed) and not self._aborted
+            last = bool(mine) and self._written == len(claimed) and not self._aborted
             if last:
                 self._closed = True
             self._leave()
@@ -140,14 +142,13 @@ class RowSlots:
             self._finish()
         return last
 
-    def _pwrite_rows(self, indices: np.ndarray, rows: np.ndarray, mine: list[int]) -> None:
-        view = memoryview(rows).cast("B")
-        rb, base = self._row_bytes, self.layout.data_offset
+    def _pwrite_rows(self, at: list[int], rows: np.ndarray, mine: list[int]) -> None:
+        view = rows.reshape(-1).data.cast("B")
+        rb, base, fd = self._row_bytes, self.layout.data_offset, self._fd
         for j in mine:
-            offset = base + int(indices[j]) * rb
-            done = os.pwrite(self._fd, view[j * rb:(j + 1) * rb], offset)
+            done = os.pwrite(fd, view[j * rb:(j + 1) * rb], base + at[j] * rb)
             if done != rb:  # a short write to a regular file: out of space
-                raise OSError(f"{self._tmp_path!r}: wrote {done} of {rb} bytes of row {int(indices[j])}")
+                raise OSError(f"{self._tmp_path!r}: wrote {done} of {rb} bytes of row {at[j]}")
 
     def _leave(self) -> None:
         """One write call is over (lock held); the last one out of an aborted file removes it."""
