@@ -4,7 +4,7 @@ epoch 1 overhead <= 10% over the uncached epoch; epoch 2 >= 0.9x the `.ndf` W2 r
 The transform: item ``i`` runs the W3 loop (500 steps of pure Python, ~30 µs) and returns
 ``(x, label)``: x a float64 array of 32 values, the label a float: the W2 row (32 features and
 one label, 264 bytes).  Two parts, each timed as interleaved contenders (every contender one
-epoch per round, the order rotated each round, ``--rounds`` rounds after one warm-up epoch
+epoch per round, the order rotated each round, ``--rounds`` rounds (3x as many for the short epochs 2) after one warm-up epoch
 each; the figure is the median), from ONE run, with 0 and 2 workers:
 
 - epoch 1 (``--items`` items, batch 64, shuffled, as W3): the uncached loader over the
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         for workers in (0, 2):
             first = interleaved(first_epochs(args.items, folder, workers), args.rounds)
-            later = interleaved(later_epochs(args.rows, folder, workers), args.rounds)
+            later = interleaved(later_epochs(args.rows, folder, workers), 3 * args.rounds)  # short epochs
             for name, (s, cpu) in {**first, **later}.items():
                 n = args.items if name in first else args.rows
                 print(f"  {name}: {s:.3f} s ({cpu:.3f} s CPU), {n / s:,.0f} items/s", flush=True)

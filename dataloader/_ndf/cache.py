@@ -140,8 +140,15 @@ class CachedDataset(Dataset[Any]):
         """The items of ``indices`` (a sequence of ints or a 1-D int64 array): a
         ``BatchedItems`` of (X, Y) for ``(x, y)`` items, else a list; a list of transformed
         items with a ``transform``.  From the complete file: one native gather."""
-        idx = as_index_array(indices)
         reader = self._reader
+        if reader is not None and self.transform is None:  # the epochs after the first: lean
+            schema = self._ready()
+            try:
+                x, y = reader.file.read_rows(indices)
+            except IndexError:
+                x, y = reader.file.read_rows(_checked(as_index_array(indices), self._n))
+            return schema.batch(*schema.from_rows(x, y))
+        idx = as_index_array(indices)
         if reader is not None:
             try:
                 x, y = reader.file.read_rows(idx)  # checks the indices (IndexError: nothing read)

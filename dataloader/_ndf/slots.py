@@ -1,11 +1,13 @@
 """Writing an `.ndf` file by row index: ``RowSlots``, for rows that arrive in any order.
 
 A shuffled epoch hands rows over in the sampler's order, from several threads.  ``RowSlots``
-allocates the whole file at once (header + n rows, ``ftruncate``) under a temporary name
-beside ``path`` (``.<name>.<random>.tmp``) and writes row ``i`` with one ``pwrite`` at its
-own offset (``data_offset + i * row_bytes``): no shared file position, so threads write at
-once; only the bookkeeping (which rows are claimed, how many are written) takes a lock.
-Memory: one byte per row (the claimed flags), never the rows.
+allocates the whole file at once (header + n rows: ``ftruncate``, then ``posix_fallocate``
+so that a full disk is an ``OSError`` here, never a SIGBUS later) under a temporary name
+beside ``path`` (``.<name>.<random>.tmp``), maps it, and copies row ``i`` to its own offset
+(``data_offset + i * row_bytes``; a batch's rows in one NumPy assignment, no system call per
+row: a ``pwrite`` per row cost ~10% of a 30 µs item).  Threads write disjoint rows at once;
+only the bookkeeping (which rows are claimed, how many are written) takes a lock.  Memory:
+one byte per row (the claimed flags); the written pages are page cache the kernel writes back.
 
 Completeness is marked twice.  While rows are missing, the header's magic is
 ``PARTIAL_MAGIC`` (``b"NDF~"``): no ``.ndf`` reader opens the file.  When the last row is
@@ -18,6 +20,7 @@ temporary file (removed by ``abort()``, or when the writer is dropped or the int
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import secrets
 import threading
@@ -33,12 +36,37 @@ __all__ = ["PARTIAL_MAGIC", "RowSlots"]
 PARTIAL_MAGIC = b"NDF~"
 
 
-def _discard(fd: int, tmp_path: str) -> None:
-    """Close and delete an unfinished temporary file (errors ignored)."""
-    for step in (lambda: os.close(fd), lambda: os.unlink(tmp_path)):
+class _Mapped:
+    """The temporary file's descriptor, its writable mapping and the rows' array over it."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.map: mmap.mmap | None = None
+        self.rows: np.ndarray | None = None
+
+    def map_rows(self, size: int, offset: int, n: int, row_bytes: int) -> None:
+        self.map = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.rows = np.frombuffer(self.map, np.uint8, count=n * row_bytes, offset=offset).reshape(n, row_bytes)
+
+    def unmap(self) -> None:
+        """Flush and drop the mapping (idempotent)."""
+        self.rows = None
+        mapping, self.map = self.map, None
+        if mapping is not None:
+            try:
+                mapping.flush()
+            finally:
+                mapping.close()
+
+
+def _discard(file: _Mapped, tmp_path: str) -> None:
+    """Unmap, close and delete an unfinished temporary file (errors ignored)."""
+    file.rows = None
+    for step in (lambda: file.map is not None and file.map.close(), lambda: os.close(file.fd),
+                 lambda: os.unlink(tmp_path)):
         try:
             step()
-        except OSError:
+        except (OSError, BufferError, ValueError):
             pass
 
 
@@ -52,7 +80,7 @@ class RowSlots:
             metadata); ``data_offset`` is computed here.
 
     Thread-safety: ``write`` from any number of threads at once (each row claimed once
-    under a lock, written with a positioned ``pwrite`` outside it); ``abort`` from any
+    under a lock, copied into the mapping outside it); ``abort`` from any
     thread (a write in flight finishes first, then the file is removed).
 
     Raises:
@@ -74,11 +102,15 @@ class RowSlots:
         head, tail = os.path.split(os.path.abspath(self.path))
         self._tmp_path = os.path.join(head, f".{tail}.{secrets.token_hex(8)}.tmp")
         fd = os.open(self._tmp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        self._fd = fd
-        self._finalizer = weakref.finalize(self, _discard, fd, self._tmp_path)
+        self._file = _Mapped(fd)
+        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp_path)
+        size = len(header) + layout.n * self._row_bytes
         try:
             os.pwrite(fd, PARTIAL_MAGIC + header[4:], 0)
-            os.ftruncate(fd, len(header) + layout.n * self._row_bytes)
+            os.ftruncate(fd, size)
+            if hasattr(os, "posix_fallocate"):  # Linux; elsewhere a full disk may SIGBUS a write
+                os.posix_fallocate(fd, 0, size)
+            self._file.map_rows(size, len(header), layout.n, self._row_bytes)
         except BaseException:
             self._finalizer()
             raise
@@ -125,7 +157,7 @@ class RowSlots:
                 claimed[at[j]] = 1
             self._inflight += 1
         try:
-            self._pwrite_rows(at, rows, mine)
+            self._copy_rows(at, rows, mine)
         except BaseException:
             with self._lock:
                 for j in mine:
@@ -142,13 +174,13 @@ class RowSlots:
             self._finish()
         return last
 
-    def _pwrite_rows(self, at: list[int], rows: np.ndarray, mine: list[int]) -> None:
-        view = rows.reshape(-1).data.cast("B")
-        rb, base, fd = self._row_bytes, self.layout.data_offset, self._fd
-        for j in mine:
-            done = os.pwrite(fd, view[j * rb:(j + 1) * rb], base + at[j] * rb)
-            if done != rb:  # a short write to a regular file: out of space
-                raise OSError(f"{self._tmp_path!r}: wrote {done} of {rb} bytes of row {at[j]}")
+    def _copy_rows(self, at: list[int], rows: np.ndarray, mine: list[int]) -> None:
+        target = self._file.rows
+        assert target is not None  # mapped until the last write is done
+        if len(mine) == len(at):
+            target[at] = rows
+        else:
+            target[[at[j] for j in mine]] = rows[mine]
 
     def _leave(self) -> None:
         """One write call is over (lock held); the last one out of an aborted file removes it."""
@@ -157,18 +189,23 @@ class RowSlots:
             self._finalizer()
 
     def _finish(self) -> None:
+        fd = self._file.fd
         try:
-            os.pwrite(self._fd, self._header, 0)
-            os.fsync(self._fd)
+            self._file.unmap()
+            os.pwrite(fd, self._header, 0)
+            os.fsync(fd)
         except BaseException:
             self._finalizer()
             raise
         self._finalizer.detach()
         try:
-            os.close(self._fd)
+            os.close(fd)
             os.replace(self._tmp_path, self.path)
         except BaseException:
-            _discard(-1, self._tmp_path)  # the descriptor is closed (or invalid) by now
+            try:
+                os.unlink(self._tmp_path)
+            except OSError:
+                pass
             raise
         fsync_directory(os.path.dirname(os.path.abspath(self.path)))
 
