@@ -62,10 +62,12 @@ class _Mapped:
 def _discard(file: _Mapped, tmp_path: str) -> None:
     """Unmap, close and delete an unfinished temporary file (errors ignored)."""
     file.rows = None
-    for step in (lambda: file.map is not None and file.map.close(), lambda: os.close(file.fd),
+    mapping = file.map
+    for step in (mapping.close if mapping is not None else None, lambda: os.close(file.fd),
                  lambda: os.unlink(tmp_path)):
         try:
-            step()
+            if step is not None:
+                step()
         except (OSError, BufferError, ValueError):
             pass
 
