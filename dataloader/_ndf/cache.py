@@ -111,6 +111,7 @@ class CachedDataset(Dataset[Any]):
         self._slots: RowSlots | None = None
         self._schema: ItemSchema | None = None
         self._reader: NdfDataset | None = None
+        self._direct = False  # the complete file's items are its NdfDataset's (see _open)
         self.stale_reason: str | None = self._open()
 
     @property
@@ -142,11 +143,13 @@ class CachedDataset(Dataset[Any]):
         items with a ``transform``.  From the complete file: one native gather."""
         reader = self._reader
         if reader is not None and self.transform is None:  # the epochs after the first: lean
-            schema = self._ready()
             try:
+                if self._direct:  # NdfDataset's items are these: its very batch
+                    return reader.__getitems__(indices)
                 x, y = reader.file.read_rows(indices)
             except IndexError:
                 x, y = reader.file.read_rows(_checked(as_index_array(indices), self._n))
+            schema = self._ready()
             return schema.batch(*schema.from_rows(x, y))
         idx = as_index_array(indices)
         if reader is not None:
@@ -227,8 +230,12 @@ class CachedDataset(Dataset[Any]):
         if schema is None:
             file.close()
             return reason or "a record that does not fit the file"
+        # Items (x 1-D, y () or (l,)) are NdfDataset's own: its __getitems__ serves them as is.
+        direct = schema.pair and len(schema.x_shape) == 1 and schema.y_shape in ((), (file.l,))
         with self._lock:
-            self._schema, self._reader, self._slots = schema, NdfDataset(file), None
+            self._direct = direct
+            self._schema, self._slots = schema, None
+            self._reader = NdfDataset(file, scalar_labels=direct and schema.y_shape == ())
         return None
 
     def _ready(self) -> ItemSchema:
