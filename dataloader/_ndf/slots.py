@@ -53,10 +53,11 @@ class _Mapped:
         self.rows = None
         mapping, self.map = self.map, None
         if mapping is not None:
+            mapping.flush()
             try:
-                mapping.flush()
-            finally:
                 mapping.close()
+            except BufferError:  # a view another thread has not released yet: unmapped when it goes
+                pass
 
 
 def _discard(file: _Mapped) -> None:
@@ -160,7 +161,8 @@ class RowSlots:
                 claimed[at[j]] = 1
             self._inflight += 1
         try:
-            self._copy_rows(at, rows, mine)
+            if mine:
+                self._copy_rows(at, rows, mine)
         except BaseException:
             with self._lock:
                 for j in mine:
