@@ -15,6 +15,8 @@ written, the real version-2 header is written over it, the file is fsync'ed and 
 ``path`` (``os.replace``, atomic on POSIX), then the directory is fsync'ed.  So ``path`` is
 either absent, its previous version, or a complete file; a killed process leaves only its
 temporary file (removed by ``abort()``, or when the writer is dropped or the interpreter exits).
+Before that, a file the reader will map (at most ``MMAP_AUTO_MAX_BYTES``) is copied in order
+to a new temporary file (``RowSlots._rewrite``: it then reads as fast as a file written in order).
 """
 
 from __future__ import annotations
