@@ -7,7 +7,8 @@ A SHA-256 (first 32 hex digits) of a description of the dataset, walked to a bou
   its class and base classes (outside ``dataloader`` and the standard library), and ``len``;
 * its attributes (``vars``, ``__slots__``), recursively: numbers, strings, bytes, ``None``
   by value; tuples, lists, dicts, sets by their items; NumPy arrays by dtype, shape and a
-  hash of their bytes (the first and last ``ARRAY_HASH_BYTES`` only, beyond twice that);
+  hash of their bytes (the first and last ``ARRAY_HASH_BYTES`` only, beyond twice that), and
+  so objects with ``__array__`` (a CPU torch tensor, a pyarrow array);
   ``os.PathLike`` as its path;
 * functions (a ``transform``, a lambda, a bound method, a ``functools.partial``, a callable
   object's ``__call__``): their source (``inspect.getsource``), or their bytecode and
@@ -90,6 +91,8 @@ class _Walker:
             self._function(obj, depth)
         elif isinstance(obj, type):
             self._class(obj, depth)
+        elif hasattr(obj, "__array__"):  # a torch tensor, a pyarrow array, ...: by its values
+            self._array_like(obj, depth)
         else:
             self._object(obj, depth)
 
@@ -102,6 +105,15 @@ class _Walker:
         if raw.size > 2 * ARRAY_HASH_BYTES:
             raw = np.concatenate([raw[:ARRAY_HASH_BYTES], raw[-ARRAY_HASH_BYTES:]])
         self.hash.update(raw.tobytes())
+
+    def _array_like(self, obj: Any, depth: int) -> None:
+        try:
+            values = np.asarray(obj)
+        except Exception:  # an exporter that cannot export: described by its attributes instead
+            self._object(obj, depth)
+            return
+        self.add("array-like", _type_name(type(obj)))
+        self._array(values)
 
     def _container(self, obj: Any, depth: int) -> None:
         self.add(type(obj).__name__, str(len(obj)))

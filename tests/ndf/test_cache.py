@@ -307,3 +307,21 @@ def test_bad_arguments_name_the_value(tmp_path):
         CachedDataset(Rows(), tmp_path / "c.ndf", x_dtype=np.complex64)[0]
     with pytest.raises(IndexError, match="index 50"):
         CachedDataset(Rows(), tmp_path / "c.ndf")[50]
+
+
+def test_the_fingerprint_sees_the_values_of_array_likes(tmp_path):
+    class Wrapped:
+        def __init__(self, values):
+            self.values = values
+
+        def __array__(self, dtype=None, copy=None):
+            return np.asarray(self.values, dtype=dtype)
+
+    class Holder(Rows):
+        def __init__(self, data):
+            super().__init__()
+            self.data = data
+
+    key = CachedDataset(Holder(Wrapped([1.0, 2.0])), tmp_path / "c.ndf").key
+    assert CachedDataset(Holder(Wrapped([1.0, 2.0])), tmp_path / "c.ndf").key == key
+    assert CachedDataset(Holder(Wrapped([1.0, 3.0])), tmp_path / "c.ndf").key != key
