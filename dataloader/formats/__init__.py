@@ -1,10 +1,14 @@
-"""Training data in the field's formats, read by the field's libraries (pyarrow).
+"""Training data in the field's formats: Parquet / Arrow (read by pyarrow) and tar shards.
 
 ``ParquetDataset`` (Parquet files) and ``ArrowDataset`` (Arrow IPC / Feather v2 files,
 memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
 ``{column: value}`` and whose batches are columns, read with projection, row group by row
 group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
 and imported when a dataset is made, never by ``import dataloader``.
+
+``TarShardDataset`` (``dataloader.formats.tar``): an ``IterableDataset`` over WebDataset-style
+tar shards (local, HTTP or an object store), streamed with the standard library's ``tarfile``,
+split across ranks and worker threads, shuffled by shard order and a bounded buffer, resumable.
 
 Column types and nulls (``dataloader.formats._columns``): integers / floats / bool as their
 NumPy dtype ``(B,)``; timestamps / dates / durations as ``datetime64`` / ``timedelta64``; a
@@ -18,9 +22,10 @@ from __future__ import annotations
 
 from dataloader.formats.arrow import ArrowDataset
 from dataloader.formats.parquet import ParquetDataset
+from dataloader.formats.tar import TarShardDataset
 
-__all__ = ["ArrowDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "ParquetDataset", "TarShardDataset"]
 
-for _obj in (ArrowDataset, ParquetDataset):
+for _obj in (ArrowDataset, ParquetDataset, TarShardDataset):
     _obj.__module__ = __name__
 del _obj
