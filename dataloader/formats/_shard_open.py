@@ -86,6 +86,15 @@ class ShardSource:
         self._lock = threading.Lock()
         self._stores = {}
 
+    def local_path(self, name: str) -> str | None:
+        """The file of a local shard (a path or ``file://`` URL), or None."""
+        if self.store is not None:
+            return None
+        if "://" not in name:
+            return name
+        parts = urlsplit(name)
+        return parts.path if parts.scheme.lower() == "file" else None
+
     def open(self, name: str) -> Any:
         """A readable binary stream of shard ``name``; close it when done.
 

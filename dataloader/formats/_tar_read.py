@@ -11,7 +11,8 @@ WebDataset's rules (``webdataset.tariterators`` 1.0.2: ``tar_file_iterator``,
   -> ``a/b.c/000123`` + ``seg.png``); a name without a dot in its base name is passed over;
   the extension is lower-cased;
 - consecutive files with one key make one sample ``{"__key__": key, "__url__": shard,
-  ext: bytes, ...}``; a key seen again after another key starts a new sample (as in
+  ext: bytes, ...}``, plus ``"__local_path__"``: the file's path for a local shard (as
+  WebDataset's local-file opener adds); a key seen again after another key starts a new sample (as in
   WebDataset), and an extension twice in one sample is a ``ValueError``.
 
 One difference: a sample never spans two shards (WebDataset groups the concatenated file
@@ -85,8 +86,9 @@ def _members(stream: tarfile.TarFile) -> Iterator[tuple[str, bytes]]:
         yield name, data
 
 
-def shard_samples(open_shard: Callable[[str], Any], name: str) -> Iterator[dict[str, Any]]:
-    """The samples of shard ``name`` in file order, opened with ``open_shard(name)``.
+def shard_samples(open_shard: Callable[[str], Any], name: str, local_path: str | None) -> Iterator[dict[str, Any]]:
+    """The samples of shard ``name`` in file order, opened with ``open_shard(name)``
+    (``local_path``: the ``"__local_path__"`` of its samples, or None for none).
 
     Raises:
         ShardReadError: opening or reading failed (``named()`` is the exception to show).
@@ -112,6 +114,8 @@ def shard_samples(open_shard: Callable[[str], Any], name: str) -> Iterator[dict[
                         yield sample
                         ordinal += 1
                     sample = {"__key__": key, "__url__": name}
+                    if local_path is not None:
+                        sample["__local_path__"] = local_path
                 if ext in sample:
                     raise ValueError(f"{member}: duplicate file name in tar file {ext} {sorted(sample)}")
                 sample[ext] = data

@@ -21,9 +21,10 @@ there too; ``"skip"``: the rest of the failing shard is dropped, the failure rec
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from dataloader.formats._shard_open import ShardSource
 from dataloader.formats._shuffle_buffer import ShuffleBuffer
 from dataloader.formats._tar_read import ShardReadError, shard_samples
 from dataloader.io._redact import redact
@@ -61,7 +62,7 @@ class TarStream:
     """Iterate once: the samples of ``names`` (this worker's shards, in epoch order).
 
     Args:
-        open_shard: ``open_shard(name) -> binary stream``.
+        source: opens the shards (``open``, ``local_path``).
         names: the shards, in the order read.
         buffer_size: shuffle buffer samples; below 2: no shuffling.
         key: the buffer generator's seed entropy.
@@ -73,10 +74,10 @@ class TarStream:
     """
 
     def __init__(
-        self, open_shard: Callable[[str], Any], names: Sequence[str], buffer_size: int, key: Sequence[int],
+        self, source: ShardSource, names: Sequence[str], buffer_size: int, key: Sequence[int],
         on_error: str, skipped: SkipLog, resume: dict[str, Any] | None,
     ) -> None:
-        self._open, self._names, self._on_error, self._skipped = open_shard, list(names), on_error, skipped
+        self._source, self._names, self._on_error, self._skipped = source, list(names), on_error, skipped
         self._buffer = ShuffleBuffer(buffer_size, key) if buffer_size >= 2 else None
         self._resume = resume
         self.shard, self.offset, self.done = 0, 0, False
@@ -143,7 +144,7 @@ class TarStream:
         name = self._names[pos]
         ordinal = 0
         try:
-            for ordinal, sample in enumerate(shard_samples(self._open, name)):
+            for ordinal, sample in enumerate(shard_samples(self._source.open, name, self._source.local_path(name))):
                 if ordinal < skip:
                     if ordinal in keep:
                         found[(pos, ordinal)] = sample
@@ -161,7 +162,7 @@ class TarStream:
         last = max(keep)
         name = self._names[pos]
         try:
-            for ordinal, sample in enumerate(shard_samples(self._open, name)):
+            for ordinal, sample in enumerate(shard_samples(self._source.open, name, self._source.local_path(name))):
                 if ordinal in keep:
                     found[(pos, ordinal)] = sample
                 if ordinal >= last:

@@ -27,7 +27,8 @@ class TarShardDataset(IterableDataset):
     """The samples of tar shards (WebDataset's layout), as dicts ``{ext: bytes, "__key__", "__url__"}``.
 
     Files ``000123.jpg`` and ``000123.cls`` make one sample ``{"__key__": "000123", "__url__":
-    shard, "jpg": bytes, "cls": bytes}`` (WebDataset's key rule, ``dataloader.formats._tar_read``).
+    shard, "jpg": bytes, "cls": bytes}`` (WebDataset's key rule, ``dataloader.formats._tar_read``;
+    a local shard's samples also carry ``"__local_path__"``, its file, as WebDataset's do).
     Samples are bytes: decode them with a ``transform`` (``dataloader.image.Decode`` for images).
 
     Args:
@@ -138,7 +139,7 @@ class TarShardDataset(IterableDataset):
         where = {"version": _STATE_VERSION, "seed": self.seed, "epoch": epoch, "shards": len(self.shards),
                  "world_size": self.world_size, "rank": self.rank, "num_workers": workers, "worker": worker}
         saved = _position(resume, where)
-        stream = TarStream(self._source.open, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
+        stream = TarStream(self._source, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
                            (self.seed, epoch, slot), self.on_error, self._skipped, saved)
         self._stream = (where, stream)
         yield from stream

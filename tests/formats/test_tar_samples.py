@@ -20,10 +20,11 @@ def test_files_with_one_key_make_one_sample_with_key_url_and_lower_cased_extensi
         ("000003.cls", b"3"),
     ])
     samples = list(TarShardDataset(str(shard)))
+    where = {"__url__": str(shard), "__local_path__": str(shard)}
     assert samples == [
-        {"__key__": "000001", "__url__": str(shard), "jpg": b"j1", "cls": b"1"},
-        {"__key__": "dir.v2/000002", "__url__": str(shard), "seg.png": b"p2", "txt": b"t2"},
-        {"__key__": "000003", "__url__": str(shard), "cls": b"3"},
+        {"__key__": "000001", **where, "jpg": b"j1", "cls": b"1"},
+        {"__key__": "dir.v2/000002", **where, "seg.png": b"p2", "txt": b"t2"},
+        {"__key__": "000003", **where, "cls": b"3"},
     ]
 
 
