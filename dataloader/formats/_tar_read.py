@@ -82,7 +82,9 @@ def _members(stream: tarfile.TarFile) -> Iterator[tuple[str, bytes]]:
             continue
         member = stream.extractfile(info)
         data = member.read() if member is not None else b""
-        stream.members = []  # stream mode keeps every TarInfo otherwise
+        # Stream mode appends every TarInfo to ``members`` (an attribute typeshed does not
+        # declare): dropped after each file, as WebDataset does, so memory stays flat.
+        setattr(stream, "members", [])  # noqa: B010
         yield name, data
 
 
