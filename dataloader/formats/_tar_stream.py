@@ -2,7 +2,7 @@
 
 The position (``state()``) is ``{"shard": p, "offset": k, "buffer": None | the buffer's state,
 "done": bool}``: the reader is in shard ``p`` of this worker's list having read ``k`` of its
-samples; the buffer holds samples named by ``[shard position, ordinal]``.  It is consistent
+samples; the buffer holds samples named by ``shard position << 32 | ordinal``.  It is consistent
 whenever the stream is suspended (between two samples it yields).
 
 Resuming (``resume=`` a ``state()``): shard ``p`` is opened again and its first ``k`` samples
@@ -25,11 +25,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from dataloader.formats._shard_open import ShardSource
-from dataloader.formats._shuffle_buffer import ShuffleBuffer
+from dataloader.formats._shuffle_buffer import ShuffleBuffer, decode_refs
 from dataloader.formats._tar_read import ShardReadError, shard_samples
 from dataloader.io._redact import redact
 
 __all__ = ["SkipLog", "TarStream"]
+
+_ORDINAL = (1 << 32) - 1  # a reference is shard position << 32 | sample ordinal in the shard
 
 
 class SkipLog:
@@ -110,11 +112,11 @@ class TarStream:
         wanted: dict[int, set[int]] = {}
         saved = self._resume
         if saved is not None and saved["buffer"] is not None:
-            for pos, ordinal in saved["buffer"]["refs"]:
-                wanted.setdefault(int(pos), set()).add(int(ordinal))
+            for ref in decode_refs(saved["buffer"]["refs"]):
+                wanted.setdefault(ref >> 32, set()).add(ref & _ORDINAL)
         return wanted
 
-    def _read(self) -> Iterator[tuple[list[int], dict[str, Any]]]:
+    def _read(self) -> Iterator[tuple[int, dict[str, Any]]]:
         wanted = self._wanted()
         found: dict[tuple[int, int], dict[str, Any]] = {}
         for pos in sorted(p for p in wanted if p < self.shard):
@@ -127,7 +129,7 @@ class TarStream:
                     self._restore(found)
                     restore = False
                 self.offset = ordinal + 1
-                yield [pos, ordinal], sample
+                yield pos << 32 | ordinal, sample
             if restore:
                 self._restore(found)
                 restore = False
@@ -176,12 +178,13 @@ class TarStream:
         self._resume = None
         if saved is None or saved["buffer"] is None or self._buffer is None:
             return
-        refs = saved["buffer"]["refs"]
-        missing = [r for r in refs if (int(r[0]), int(r[1])) not in found]
+        refs = [(r >> 32, r & _ORDINAL) for r in decode_refs(saved["buffer"]["refs"])]
+        missing = [r for r in refs if r not in found]
         if missing:
+            pos, ordinal = missing[0]
             raise ValueError(
                 f"cannot resume: {len(missing)} buffered sample(s) are no longer in their shards "
-                f"(first: sample {missing[0][1]} of {redact(self._names[int(missing[0][0])])!r}); "
-                "the shards changed since the state was saved"
+                f"(first: sample {ordinal} of {redact(self._names[pos])!r}); the shards changed since "
+                "the state was saved"
             )
-        self._buffer.restore(saved["buffer"], [found[(int(p), int(o))] for p, o in refs])
+        self._buffer.restore(saved["buffer"], [found[r] for r in refs])

@@ -68,8 +68,8 @@ class TarShardDataset(IterableDataset):
 
     Resume: ``state_dict()`` / ``load_state_dict()`` (used by the loader's, per worker) hold
     the epoch, the layout and the stream's position (shard, samples read in it, the shuffle
-    buffer's samples as ``[shard, ordinal]`` plus its generator state): JSON-friendly, a few
-    hundred bytes plus 2 ints a buffered sample.  A resumed stream reads the current shard again
+    buffer's samples as ``shard << 32 | ordinal`` references, base64 int64, plus its generator
+    state): JSON-friendly, a few hundred bytes plus ~11 a buffered sample.  A resumed stream reads the current shard again
     from its start (and, for buffered samples from earlier shards, those up to the sample
     needed) and continues exactly as the uninterrupted run.
 

@@ -103,3 +103,17 @@ def test_a_state_of_another_layout_is_refused(tmp_path):
         list(other)
     with pytest.raises(ValueError, match="not a TarShardDataset state"):
         other.load_state_dict({"epoch": 0})
+
+
+def test_resuming_over_shards_that_lost_buffered_samples_is_refused(tmp_path):
+    shard = write_tar(tmp_path / "a.tar", sample_members(range(20)))
+    ds = TarShardDataset(str(shard), shuffle_buffer=8, seed=0)
+    it = iter(ds)
+    for _ in range(3):
+        next(it)
+    state = json_roundtrip(ds.state_dict())
+    write_tar(shard, sample_members(range(2)))  # the shard now holds 2 samples
+    again = TarShardDataset(str(shard), shuffle_buffer=8, seed=0)
+    again.load_state_dict(state)
+    with pytest.raises(ValueError, match=r"cannot resume: \d+ buffered sample\(s\) are no longer in their shards"):
+        list(again)
