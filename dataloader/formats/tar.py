@@ -137,6 +137,7 @@ class TarShardDataset(IterableDataset):
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
         slot, slots = self.rank * workers + worker, self.world_size * workers
         where = {"version": _STATE_VERSION, "seed": self.seed, "epoch": epoch, "shards": len(self.shards),
+                 "shuffle_shards": self.shuffle_shards, "shuffle_buffer": self.shuffle_buffer,
                  "world_size": self.world_size, "rank": self.rank, "num_workers": workers, "worker": worker}
         saved = _position(resume, where)
         stream = TarStream(self._source, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
@@ -173,17 +174,17 @@ def _position(resume: dict[str, Any] | None, where: dict[str, Any]) -> dict[str,
     snapshots before ``iter()``): the epoch starts at its beginning.
 
     Raises:
-        ValueError: the state's shards, ranks or workers differ (the split would differ).
+        ValueError: the state's shards, shuffle settings, ranks or workers differ.
     """
     if resume is None or resume.get("stream") is None:
         return None
     if (resume["epoch"], resume["seed"]) != (where["epoch"], where["seed"]):
         return None
-    for name in ("shards", "world_size", "rank", "num_workers", "worker"):
-        if resume[name] != where[name]:
+    for name in ("shards", "shuffle_shards", "shuffle_buffer", "world_size", "rank", "num_workers", "worker"):
+        if resume.get(name) != where[name]:
             raise ValueError(
-                f"cannot resume a TarShardDataset state saved with {name}={resume[name]} here with "
-                f"{name}={where[name]}: the shards would be split differently"
+                f"cannot resume a TarShardDataset state saved with {name}={resume.get(name)} here with "
+                f"{name}={where[name]}: the samples would be split or shuffled differently"
             )
     stream: dict[str, Any] = resume["stream"]
     return stream

@@ -44,8 +44,9 @@ def test_a_seed_fixes_each_epoch_and_epochs_differ(tmp_path):
     assert sorted(first) == sorted(second) == ALL
     assert first != second and first != ALL
     assert epochs(7, 0) == [first, second] == epochs(7, 1)  # num_workers 0 and 1 agree
-    assert epochs(7, 2) == epochs(7, 2)
-    assert sorted(epochs(7, 2)[0]) == ALL
+    threaded = epochs(7, 2)
+    assert threaded == epochs(7, 2) and threaded[0] != threaded[1]  # the loader's epoch reaches the workers
+    assert sorted(threaded[0]) == sorted(threaded[1]) == ALL
     assert epochs(8, 0)[0] != first
 
 
@@ -101,6 +102,10 @@ def test_a_state_of_another_layout_is_refused(tmp_path):
     other.load_state_dict(state)
     with pytest.raises(ValueError, match="saved with rank=0 here with rank=1"):
         list(other)
+    bigger = TarShardDataset(pattern, world_size=2, rank=0, shuffle_buffer=4)
+    bigger.load_state_dict(state)
+    with pytest.raises(ValueError, match="saved with shuffle_buffer=0 here with shuffle_buffer=4"):
+        list(bigger)
     with pytest.raises(ValueError, match="not a TarShardDataset state"):
         other.load_state_dict({"epoch": 0})
 
