@@ -3,7 +3,7 @@ runs, and read back from it (at the file's native gather speed) once it is compl
 
 Writing: the rows of a shuffled epoch arrive in the sampler's order, from several worker
 threads; they are written **by index into a preallocated file** (``_ndf/slots.RowSlots``:
-one ``pwrite`` per row at its own offset, the claimed flags under a lock), so row ``i`` of the
+a batch's rows copied to their offsets in a mapping, the claimed flags under a lock), so row ``i`` of the
 file is item ``i`` and the finished file is a plain `.ndf` file (an ``NdfDataset`` reads it).
 The file appears under ``path`` only when every row is written (temporary name, a partial
 magic, fsync, atomic rename; ``RowSlots``' docstring).  Item forms and shapes:
