@@ -4,8 +4,9 @@ epoch 1 overhead <= 10% over the uncached epoch; epoch 2 >= 0.9x the `.ndf` W2 r
 The transform: item ``i`` runs the W3 loop (500 steps of pure Python, ~30 µs) and returns
 ``(x, label)``: x a float64 array of 32 values, the label a float: the W2 row (32 features and
 one label, 264 bytes).  Two parts, each timed as interleaved contenders (every contender one
-epoch per round, the order rotated each round, ``--rounds`` rounds (3x as many for the short epochs 2) after one warm-up epoch
-each; the figure is the median), from ONE run, with 0 and 2 workers:
+epoch per round, the order rotated each round, ``--rounds`` rounds (3x as many for the short
+epochs 2) after one warm-up epoch each; the figure is the median), from ONE run, with 0 and 2
+workers:
 
 - epoch 1 (``--items`` items, batch 64, shuffled, as W3): the uncached loader over the
   transform against a fresh ``CachedDataset`` (a new file each round) whose epoch computes the

@@ -66,7 +66,8 @@ class ItemSchema:
                    _file_dtype(y, y_dtype, index, "y") if pair else np.dtype(np.float64))
 
     @classmethod
-    def from_record(cls, record: Any, x_dtype: np.dtype, y_dtype: np.dtype, d: int, l: int) -> ItemSchema | None:  # noqa: E741
+    def from_record(cls, record: Any, x_dtype: np.dtype, y_dtype: np.dtype, d: int,
+                    l: int) -> ItemSchema | None:  # noqa: E741
         """The schema a cache file's record describes, or None if it does not fit the file."""
         try:
             pair, xs, ys = bool(record["pair"]), tuple(record["x_shape"]), tuple(record["y_shape"])

@@ -195,7 +195,8 @@ def test_an_early_break_leaves_the_cache_incomplete_and_the_next_epoch_completes
 
 def test_a_resumed_first_epoch_gives_the_rest_of_the_uninterrupted_run_and_a_later_epoch_completes_the_cache(tmp_path):
     whole = _epoch(Rows(n=400))  # 50 batches: 3 and the window's leave most unbuilt
-    loader = DataLoader(CachedDataset(Rows(n=400), tmp_path / "a.ndf"), batch_size=8, shuffle=True, num_workers=2, seed=5)
+    loader = DataLoader(CachedDataset(Rows(n=400), tmp_path / "a.ndf"), batch_size=8, shuffle=True, num_workers=2,
+                        seed=5)
     it = iter(loader)
     head = [[np.array(c) for c in next(it)] for _ in range(3)]
     state = loader.state_dict()
