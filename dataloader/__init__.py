@@ -55,8 +55,11 @@ _LAZY_MODULES = {
     "dataloader.io": (
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
-    "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
-    "dataloader.formats": ("ArrowDataset", "HFDataset", "HFIterableDataset", "MixDataset", "MixStream", "ParquetDataset"),
+    "dataloader.ndf": ("CachedDataset", "NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
+    "dataloader.formats": (
+        "ArrowDataset", "HFDataset", "HFIterableDataset", "MixDataset", "MixStream", "ParquetDataset",
+        "TarShardDataset",
+    ),
     "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
@@ -95,8 +98,9 @@ if TYPE_CHECKING:
         MixDataset,
         MixStream,
         ParquetDataset,
+        TarShardDataset,
     )
-    from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
+    from dataloader.ndf import CachedDataset, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
 def __getattr__(name: str) -> Any:
@@ -153,6 +157,7 @@ __all__ = [
     "BatchRows",
     "BatchSampler",
     "BatchedItems",
+    "CachedDataset",
     "CenterCrop",
     "ChainDataset",
     "Compose",
@@ -195,6 +200,7 @@ __all__ = [
     "StackDataset",
     "Subset",
     "SubsetRandomSampler",
+    "TarShardDataset",
     "Template",
     "ToCHW",
     "ToFloat",
