@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 from dataloader.io._clients import ProcessRuntime, RemoteDataset
 from dataloader.io._redact import redact, redact_text
+from dataloader.io.hedge import check_hedge
 from dataloader.io.locations import Locations
 from dataloader.io.retry import Retry, seconds_delta
 from dataloader.io.template import Template
@@ -80,6 +81,10 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         retry: the store's retry configuration (see the module).
         max_bytes: the largest object, bytes; a larger one fails with ``ValueError``
             naming its location and size, before its body is read.  None: no limit.
+        hedge_delay, hedge_budget: hedged GETs, as ``HttpDataset``'s (default ``"auto"``
+            and 0.05; 0, False or None: off): after the delay the object is requested
+            again, the first answer wins; each request keeps the store's own time-out
+            and retries (see docs/usage.md, "Hedged requests").
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
@@ -109,9 +114,12 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         url: str | None = None,
         retry: Retry | None = None,
         max_bytes: int | None = None,
+        hedge_delay: float | str | None = "auto",
+        hedge_budget: float = 0.05,
         **store_options: Any,
     ) -> None:
         self.max_bytes = check_max_bytes(max_bytes)
+        self.hedge = check_hedge(hedge_delay, hedge_budget)
         locs = Locations(locations)
         if store is not None and (url is not None or retry is not None or store_options):
             raise ValueError("with store=, leave out url=, retry= and store options (the store is configured)")
@@ -156,13 +164,20 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         """The object ``key``'s bytes (see the module for the errors)."""
         import obstore  # lazy: an optional dependency, on first use
 
-        try:
+        async def get() -> tuple[int, bytes | None]:  # the size, and the body unless over max_bytes
             result = await obstore.get_async(store, key)
             size = result.meta["size"]
             if self.max_bytes is None or size <= self.max_bytes:
-                return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
+                return size, bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
+            return size, None
+
+        try:
+            size, body = await (get() if self.hedge is None else self.hedge.run(get))
         except Exception as exc:
             raise _store_error(redact(_object_url(self.url, key)), exc) from exc
+        if body is not None:
+            return body
+        assert self.max_bytes is not None
         raise over_max_bytes(redact(_object_url(self.url, key)), size, self.max_bytes)
 
     def __repr__(self) -> str:
