@@ -123,6 +123,8 @@ class LoaderStats:
             ("builders collating", _share(self.collate_s, self.elapsed_s)),
             ("in flight min/mean/max", f"{self.in_flight_min:g} / {self.in_flight_mean:.2f} / {self.in_flight_max:g}"),
         ]
+        if self.hedges_sent:
+            rows.append(("hedged requests sent/won", f"{self.hedges_sent:,} / {self.hedges_won:,}"))
         if self.latency_s:
             lat = "  ".join(f"p{p} {v * 1e6:,.0f}" for p, v in self.latency_s.items())
             rows.append(("batch build time (us)", lat))

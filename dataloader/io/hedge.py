@@ -16,7 +16,8 @@ loser's value, if it arrives in the same loop turn, is dropped.
   requests it made without it (no ``Hedge`` at all).
 - **Budget** (``hedge_budget``, a share of requests, default 0.05): a token bucket.
   Each item's first request adds ``budget`` tokens (at most ``HEDGE_BURST``, 10, kept);
-  a hedge spends one, and is not sent without one.  So at any time ``hedges_sent <=
+  a hedge spends one, and is not sent without one (a request still unanswered looks for
+  a token again after each further delay).  So at any time ``hedges_sent <=
   budget * requests``: never more than 5% extra requests by default, whatever the
   latencies do (an overloaded server that slows every request is not sent 2x the load).
 - **Errors**: a contender that fails lets the other run on; when both fail, the first
@@ -186,9 +187,11 @@ class Hedge:
         primary: asyncio.Task[T] = asyncio.ensure_future(request())
         hedge: asyncio.Task[T] | None = None
         try:
-            done, _ = await asyncio.wait((primary,), timeout=delay)
-            if done or not self._spend():
-                value = await primary
+            while not (await asyncio.wait((primary,), timeout=delay))[0]:
+                if self._spend():  # else no token yet: look again after another delay
+                    break
+            else:
+                value = primary.result()
                 self.record(time.perf_counter() - started)
                 return value
             hedged = time.perf_counter()
