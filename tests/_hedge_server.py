@@ -25,6 +25,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 512
 
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that closed its connection (a cancelled request) is no error here
+
 
 def _closed_by_peer(sock: socket.socket) -> bool:
     try:

@@ -230,7 +230,7 @@ class EpochStats:
         if self.requests is None:
             return {}
         now = self.requests()
-        return {k: now[k] - self.counted.get(k, 0) for k in ("hedges_sent", "hedges_won")}
+        return {k: now.get(k, 0) - self.counted.get(k, 0) for k in ("hedges_sent", "hedges_won")}
 
 
 def _failure_counts(log: Any) -> dict[str, int]:

@@ -40,8 +40,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "HEDGE_BURST", "HEDGE_FACTOR", "HEDGE_MIN_SAMPLES", "HEDGE_QUANTILE", "HEDGE_WINDOW", "Hedge", "check_hedge",
@@ -170,8 +170,19 @@ class Hedge:
             self._counts["hedges_sent"] += 1
             return True
 
-    async def run(self, request: Callable[[], Awaitable[T]]) -> T:
+    def won(self) -> None:
+        """Count a hedge whose answer was the item's."""
+        with self._lock:
+            self._counts["hedges_won"] += 1
+
+    async def run(self, request: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``await request()``, hedged with a second ``request()`` if it is slow (see the module).
+
+        The first request runs inline, in the item's own task; a timer (``loop.call_later``)
+        sends the hedge as a task of its own, and a hedge that answers first cancels the
+        item's task (the first request) and hands it its answer.  An item answered in time
+        costs one timer, nothing more.  Cancellations the item's task gets from elsewhere
+        (``break``, ``close()``, ``timeout_s``) are told apart with ``Task.uncancel``.
 
         Raises:
             The first request's exception, when both fail (or it alone ran and failed).
@@ -184,45 +195,107 @@ class Hedge:
             value = await request()
             self.record(time.perf_counter() - started)
             return value
-        primary: asyncio.Task[T] = asyncio.ensure_future(request())
-        hedge: asyncio.Task[T] | None = None
+        race: _Race[T] = _Race(self, request, delay)
         try:
-            while not (await asyncio.wait((primary,), timeout=delay))[0]:
-                if self._spend():  # else no token yet: look again after another delay
-                    break
+            try:
+                value = await request()
+            except BaseException as exc:  # CancelledError too: the hedge may have won
+                failed: BaseException | None = exc
             else:
-                value = primary.result()
+                failed = None
+            race.running = False
+            if race.took_over():
+                return race.hedge_value()
+            if failed is None:
                 self.record(time.perf_counter() - started)
                 return value
-            hedged = time.perf_counter()
-            hedge = asyncio.ensure_future(request())
-            return await self._race(primary, hedge, started, hedged)
+            if race.hedge is None or not isinstance(failed, Exception):
+                raise failed  # outside the handler: nothing chained
+            return await race.hedge_or(failed)
         finally:
-            for task in (primary, hedge):
-                if task is not None and not task.done():
-                    task.cancel()
-                    task.add_done_callback(_retrieve)
+            race.end()
 
-    async def _race(self, primary: Any, hedge: Any, started: float, hedged: float) -> Any:
-        """The first success of ``primary`` and ``hedge`` (the primary's on a tie); when both
-        fail, the primary's exception."""
+
+class _Race(Generic[T]):
+    """One item's timer and hedge (see ``Hedge.run``); its callbacks run on the item's event
+    loop, between the steps of the item's task, so no lock is needed here."""
+
+    def __init__(self, owner: Hedge, request: Callable[[], Coroutine[Any, Any, T]], delay: float) -> None:
         import asyncio
 
-        pending = {primary, hedge}
-        while pending:
-            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task, since in ((primary, started), (hedge, hedged)):
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    self.record(time.perf_counter() - since)
-                    if task is hedge:
-                        with self._lock:
-                            self._counts["hedges_won"] += 1
-                    return task.result()
-        _retrieve(hedge)  # its exception is dropped: asyncio logs none
-        return primary.result()  # raises its exception (or CancelledError)
+        self.owner = owner
+        self.request = request
+        self.delay = delay
+        self.loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None  # run() is awaited in a task
+        self.task: asyncio.Task[Any] = task
+        self.running = True  # the first request is still being awaited
+        self.cancelled = False  # the hedge won and cancelled the item's task
+        self.hedge: asyncio.Task[T] | None = None
+        self.hedged = 0.0
+        self.timer = self.loop.call_later(delay, self.late)
+
+    def late(self) -> None:
+        """The delay passed: send the hedge if a token allows, else look again later."""
+        if not self.running:
+            return
+        if not self.owner._spend():
+            self.timer = self.loop.call_later(self.delay, self.late)
+            return
+        self.hedged = time.perf_counter()
+        self.hedge = self.loop.create_task(self.request())
+        self.hedge.add_done_callback(self.hedge_done)
+
+    def hedge_done(self, task: Any) -> None:
+        """The hedge answered while the first request runs: cancel it (``run`` takes over)."""
+        if not task.cancelled() and task.exception() is None and self.running:
+            self.cancelled = True
+            self.task.cancel()
+
+    def took_over(self) -> bool:
+        """True when the hedge won and its cancellation was the only one the item's task got.
+
+        Raises:
+            CancelledError: the item's task was cancelled from elsewhere too.
+        """
+        import asyncio
+
+        if not self.cancelled:
+            return False
+        if self.task.uncancel() > 0:
+            raise asyncio.CancelledError()
+        return True
+
+    def hedge_value(self) -> T:
+        """The hedge's answer, counted and recorded as the item's."""
+        assert self.hedge is not None
+        self.owner.record(time.perf_counter() - self.hedged)
+        self.owner.won()
+        return self.hedge.result()
+
+    async def hedge_or(self, failed: Exception) -> T:
+        """The hedge's answer, once the first request failed with ``failed``; when the hedge
+        fails too, ``failed`` (the item's error without a hedge)."""
+        import asyncio
+
+        assert self.hedge is not None
+        await asyncio.wait((self.hedge,))
+        hedge = self.hedge
+        if hedge.cancelled() or hedge.exception() is not None:
+            raise failed
+        return self.hedge_value()
+
+    def end(self) -> None:
+        """Stop the timer; cancel the hedge if it still runs (its error retrieved)."""
+        self.running = False
+        self.timer.cancel()
+        if self.hedge is not None and not self.hedge.done():
+            self.hedge.cancel()
+            self.hedge.add_done_callback(_retrieve)
 
 
 def _retrieve(task: Any) -> None:
-    """A cancelled loser's exception, retrieved (asyncio would log it as never retrieved)."""
+    """A finished request's exception, retrieved (asyncio would log it as never retrieved)."""
     if not task.cancelled():
         task.exception()

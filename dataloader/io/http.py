@@ -44,7 +44,7 @@ dataset's ``headers``, to a host its locations do not name (the rule a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -216,7 +216,7 @@ class HttpDataset(RemoteDataset[Any]):
                 "header: aiohttp sends one or the other, give one"
             )
         failed: Exception
-        def fetch() -> Awaitable[bytes]:  # errors name redact(url), made only when one is raised
+        def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
             return self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
 
         try:

@@ -152,3 +152,32 @@ def test_a_copy_keeps_the_settings_and_starts_afresh():
     for twin in (pickle.loads(pickle.dumps(hedge)), copy.deepcopy(hedge)):
         assert (twin.fixed_delay_s, twin.budget) == (0.25, 0.1)
         assert twin.counts() == {"requests": 0, "hedges_sent": 0, "hedges_won": 0}
+
+
+@pytest.mark.timeout(10)
+def test_a_winning_hedge_leaves_the_items_task_and_its_timeouts_as_they_were():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 0.0])
+
+    async def main():
+        async with asyncio.timeout(5):  # the item's timeout_s, around the race
+            value = await hedge.run(req)
+        assert asyncio.current_task().cancelling() == 0  # the hedge's cancellation was taken back
+        await asyncio.sleep(0.01)  # no cancellation left pending
+        return value
+
+    assert run(main()) == 1
+    assert req.cancelled == [0]
+
+
+@pytest.mark.timeout(10)
+def test_the_items_timeout_during_a_race_is_a_timeout():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 5.0])
+
+    async def main():
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await hedge.run(req)
+        await asyncio.sleep(0)
+
+    run(main())
+    assert sorted(req.cancelled) == [0, 1]
