@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dataloader import AsyncDataset, DataLoader
 from dataloader._engine.async_loop import ASYNC_THREAD_NAME
@@ -75,6 +77,19 @@ def test_outputs_and_errors_are_identical_for_one_two_and_three_loops(num_worker
     for n in (2, 3):
         assert run(Sleepy(60, fail={7, 8, 30}, delay_s=0.001), event_loops=n, **opts) == expected
     assert not all_loop_threads()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 30), batch_size=st.integers(1, 6), fail=st.sets(st.integers(0, 29), max_size=4),
+    num_workers=st.integers(0, 3), item_concurrency=st.integers(1, 6), loops=st.integers(2, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_any_loop_count_gives_the_one_loop_output(n, batch_size, fail, num_workers, item_concurrency, loops, seed):
+    opts = dict(batch_size=batch_size, shuffle=True, seed=seed, num_workers=num_workers,
+                item_concurrency=item_concurrency)
+    expected = run(Sleepy(n, fail=fail, delay_s=0.0002), **opts)
+    assert run(Sleepy(n, fail=fail, delay_s=0.0002), event_loops=loops, **opts) == expected
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
