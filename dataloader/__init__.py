@@ -56,7 +56,7 @@ _LAZY_MODULES = {
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
     "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
-    "dataloader.formats": ("ArrowDataset", "ParquetDataset"),
+    "dataloader.formats": ("ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset"),
     "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
         Retry,
         Template,
     )
-    from dataloader.formats import ArrowDataset, ParquetDataset
+    from dataloader.formats import ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset
     from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
@@ -156,6 +156,8 @@ __all__ = [
     "DistributedSampler",
     "FailureRecord",
     "FileDataset",
+    "HFDataset",
+    "HFIterableDataset",
     "HttpDataset",
     "ImageBatch",
     "ImageCollator",

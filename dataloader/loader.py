@@ -235,7 +235,7 @@ class DataLoader(LoaderPosition, Generic[T_co]):
         from dataloader._engine import Engine  # lazy: the engine's modules load with the first loader
 
         self._engine = Engine(
-            self, dataset, sampler_state=self._sampler_state, batch_size=batch_size, shuffle=shuffle,
+            self, _engine_dataset(dataset), sampler_state=self._sampler_state, batch_size=batch_size, shuffle=shuffle,
             sampler=sampler, batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
             pin_memory=pin_memory, drop_last=drop_last, timeout=timeout, worker_init_fn=worker_init_fn,
             generator=generator, prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
@@ -245,6 +245,7 @@ class DataLoader(LoaderPosition, Generic[T_co]):
         )
         for name, value in self._engine.options.public().items():  # "auto" workers stay "auto"
             setattr(self, name, value)
+        self.dataset = dataset  # the user's object (a Hugging Face dataset is read through its adapter)
         self._initialized = True
         finish_init(self, DataLoader)
 
@@ -361,3 +362,14 @@ class DataLoader(LoaderPosition, Generic[T_co]):
             f"num_workers={self.num_workers}, prefetch_depth={self.prefetch_depth}, "
             f"item_concurrency={self.item_concurrency})"
         )
+
+
+def _engine_dataset(dataset: Any) -> Any:
+    """What the engine reads: a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` through
+    its adapter (``dataloader.formats.hf.from_hf``), anything else as it is.  ``datasets`` is
+    never imported for an object whose type does not come from it."""
+    if type(dataset).__module__.partition(".")[0] != "datasets":
+        return dataset
+    from dataloader.formats.hf import from_hf  # lazy: only for an object from `datasets`
+
+    return from_hf(dataset)

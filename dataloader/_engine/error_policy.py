@@ -63,8 +63,10 @@ class ErrorPolicy:
 
     def describe(self) -> str:
         """The limit as the user gave it, e.g. ``max_failures=0.1``."""
-        limit = self.max_count if self.max_count is not None else self.max_fraction
-        return f"max_failures={limit!r}"
+        if self.max_count is not None:
+            return f"max_failures={self.max_count}"
+        fraction = self.max_fraction if self.max_fraction is not None else 0.0
+        return f"max_failures={fraction:.6g}"  # np.float32(0.2) reads 0.2, not 0.20000000298023224
 
 
 def error_policy(on_error: object, max_failures: object, iterable: bool) -> ErrorPolicy | None:
@@ -99,13 +101,14 @@ def error_policy(on_error: object, max_failures: object, iterable: bool) -> Erro
 def _limit(max_failures: object) -> tuple[int | None, float | None]:
     if max_failures is None:
         return None, None
-    if isinstance(max_failures, bool) or not isinstance(max_failures, (numbers.Integral, float)):
+    if isinstance(max_failures, bool) or not isinstance(max_failures, (numbers.Integral, numbers.Real)):
         raise TypeError(f"max_failures must be None, an int (a count) or a float in (0, 1) (a fraction), "
                         f"got {type(max_failures).__name__} {max_failures!r}")
     if isinstance(max_failures, numbers.Integral):
         if max_failures < 0:
             raise ValueError(f"max_failures must be >= 0 as a count, got max_failures={max_failures}")
         return int(max_failures), None
+    max_failures = float(max_failures)  # a NumPy float (np.float32(0.05)) is a fraction too
     if math.isnan(max_failures) or not 0 < max_failures < 1:
         raise ValueError(f"max_failures as a fraction must be in (0, 1), got max_failures={max_failures!r} "
                          "(give an int for a count)")

@@ -6,6 +6,11 @@ memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
 group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
 and imported when a dataset is made, never by ``import dataloader``.
 
+``HFDataset`` / ``HFIterableDataset``: Hugging Face ``datasets.Dataset`` (one Arrow take per
+batch, its format and indices mapping kept) and ``datasets.IterableDataset`` (split across
+ranks and workers as HF splits it, resumed through its ``state_dict``); ``DataLoader`` wraps
+either in them by itself.  ``datasets`` is imported only for an object of its own.
+
 Column types and nulls (``dataloader.formats._columns``): integers / floats / bool as their
 NumPy dtype ``(B,)``; timestamps / dates / durations as ``datetime64`` / ``timedelta64``; a
 fixed-size list of numbers ``(B, k)``; strings / binaries as ``object`` arrays of ``str`` /
@@ -17,10 +22,12 @@ and ``None`` in an object column; in an int / bool / temporal / fixed-size-list 
 from __future__ import annotations
 
 from dataloader.formats.arrow import ArrowDataset
+from dataloader.formats.hf import HFDataset
+from dataloader.formats.hf_stream import HFIterableDataset
 from dataloader.formats.parquet import ParquetDataset
 
-__all__ = ["ArrowDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset"]
 
-for _obj in (ArrowDataset, ParquetDataset):
+for _obj in (ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset):
     _obj.__module__ = __name__
 del _obj

@@ -53,6 +53,7 @@ from dataloader.io._http_errors import (
     TRANSIENT_STATUSES, Transport, client_error, protocol_error, redirect_refused, status_error, transient,
 )
 from dataloader.io._redact import redact, redact_text, redact_url
+from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, HttpRangedGet, RangeSettings
 from dataloader.io.retry import Retry
 
 __all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
@@ -139,6 +140,12 @@ class HttpDataset(RemoteDataset[Any]):
         max_connections: open connections at most, per loader event loop
             (aiohttp's default, 100); 0 for no limit.  Requests beyond it wait for a
             free connection, so size it with ``item_concurrency``.
+        range_parallel_threshold: bytes; a body at least this large, from a server that says
+            ``Accept-Ranges: bytes``, is fetched as concurrent ``Range`` requests of
+            ``range_chunk_bytes`` each (at most 8 at once per item), reassembled in order
+            (``dataloader.io.ranges``; e.g. ``32 << 20``).  None (the default): one GET per
+            item, as without ranges.
+        range_chunk_bytes: bytes of each range (8 MiB, boto3's multipart chunk size).
 
     Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
     port (at most 10); one to another origin fails with ``PermissionError``.
@@ -170,6 +177,8 @@ class HttpDataset(RemoteDataset[Any]):
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         headers: dict[str, str] | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        range_parallel_threshold: int | None = None,
+        range_chunk_bytes: int = DEFAULT_RANGE_CHUNK_BYTES,
     ) -> None:
         self.retry = check_retry(retry)
         self.max_bytes = check_max_bytes(max_bytes)
@@ -181,6 +190,7 @@ class HttpDataset(RemoteDataset[Any]):
         self.headers = dict(headers or {})
         self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
+        self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
         super().__init__(locations, target="url", check=_check_url)
 
     def _new_client(self) -> Any:
@@ -205,6 +215,12 @@ class HttpDataset(RemoteDataset[Any]):
         failed: Exception
         try:  # errors name redact(url), made only when one is raised
             async with asyncio.timeout(self.timeout_s):
+                if self.ranges.threshold is not None:
+                    return await HttpRangedGet(
+                        self.ranges, lambda headers, reader: self._attempt(session, url, headers, reader),
+                        lambda resp: self._read_body(url, resp), self.retry, transient, lambda: redact(url),
+                        self.max_bytes,
+                    ).fetch()
                 return await self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
         except Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             failed = ConnectionError(str(exc))
@@ -212,8 +228,9 @@ class HttpDataset(RemoteDataset[Any]):
             failed = TimeoutError(str(exc) or f"{redact(url)}: not fetched within timeout_s={self.timeout_s}")
         raise failed  # outside the handlers: it chains nothing (see the module)
 
-    async def _attempt(self, session: Any, url: str) -> bytes:
-        """One GET of ``url``, redirects followed; errors name ``redact(url)``.
+    async def _attempt(self, session: Any, url: str, headers: Any = None, reader: Any = None) -> Any:
+        """One GET of ``url``, redirects followed; errors name ``redact(url)``.  ``headers``:
+        added to this request's; ``reader(resp)`` reads the final response (default: its body).
 
         Every aiohttp exception is mapped here (none leaves as it is): see the module.
         """
@@ -223,7 +240,7 @@ class HttpDataset(RemoteDataset[Any]):
         failed: Exception
         try:
             for _ in range(MAX_REDIRECTS + 1):
-                async with session.get(at, allow_redirects=False) as resp:
+                async with session.get(at, allow_redirects=False, headers=headers) as resp:
                     if resp.status in _REDIRECTS and "Location" in resp.headers:
                         at = _same_origin_redirect(url, resp)
                         continue
@@ -231,7 +248,7 @@ class HttpDataset(RemoteDataset[Any]):
                         raise protocol_error(redact(url), f"status {resp.status} is not a final response status")
                     if resp.status >= 300:
                         raise status_error(redact(url), resp.status, resp.reason, resp.headers.get("Retry-After"))
-                    return await self._read_body(url, resp)
+                    return await (self._read_body(url, resp) if reader is None else reader(resp))
             failed = OSError(f"{redact(url)}: too many redirects (more than {MAX_REDIRECTS}; the last to {redact(at)})")
         except UnicodeError as exc:  # yarl: a host IDNA cannot encode ("a..b", a label over 63)
             failed = ValueError(f"{redact(url)}: invalid URL (its host: {exc})")

@@ -32,6 +32,7 @@ from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 from dataloader.io._clients import ProcessRuntime, RemoteDataset
 from dataloader.io._redact import redact, redact_text
 from dataloader.io.locations import Locations
+from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, RangeSettings, store_ranged_get
 from dataloader.io.retry import Retry, seconds_delta
 from dataloader.io.template import Template
 
@@ -80,6 +81,11 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         retry: the store's retry configuration (see the module).
         max_bytes: the largest object, bytes; a larger one fails with ``ValueError``
             naming its location and size, before its body is read.  None: no limit.
+        range_parallel_threshold: bytes; an object at least this large is fetched as
+            concurrent ranges of ``range_chunk_bytes`` (at most 8 at once per item), each a
+            request of the store with its own retries and time-out, reassembled in order
+            (``dataloader.io.ranges``).  None (the default): one GET per object.
+        range_chunk_bytes: bytes of each range (8 MiB, boto3's multipart chunk size).
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
@@ -109,9 +115,12 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         url: str | None = None,
         retry: Retry | None = None,
         max_bytes: int | None = None,
+        range_parallel_threshold: int | None = None,
+        range_chunk_bytes: int = DEFAULT_RANGE_CHUNK_BYTES,
         **store_options: Any,
     ) -> None:
         self.max_bytes = check_max_bytes(max_bytes)
+        self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
         locs = Locations(locations)
         if store is not None and (url is not None or retry is not None or store_options):
             raise ValueError("with store=, leave out url=, retry= and store options (the store is configured)")
@@ -160,6 +169,8 @@ class ObjectStoreDataset(RemoteDataset[Any]):
             result = await obstore.get_async(store, key)
             size = result.meta["size"]
             if self.max_bytes is None or size <= self.max_bytes:
+                if self.ranges.splits(size):
+                    return await store_ranged_get(store, key, result, self.ranges)
                 return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
         except Exception as exc:
             raise _store_error(redact(_object_url(self.url, key)), exc) from exc

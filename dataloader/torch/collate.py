@@ -85,12 +85,19 @@ def _tensor(column: np.ndarray) -> torch.Tensor:
 
 def _named_columns(batch: BatchedItems, names: tuple[str, ...]) -> dict[str, Any] | None:
     """torch's collation of the dict rows of a named ``BatchedItems``, column by column:
-    a tensor per numeric column, ``list(column)`` for an object column of only ``str`` or only
-    ``bytes``; None where a column is neither (the rows are collated then)."""
+    a tensor per numeric column, ``list(column)`` for an object column (or a list) of only
+    ``str`` or only ``bytes``, a tensor column as it is (contiguous: torch stacks its rows into
+    an equal tensor); None where a column is none of these (the rows are collated then)."""
     if not len(batch):
         return None
     out: dict[str, Any] = {}
     for name, c in zip(names, batch.columns, strict=True):
+        if isinstance(c, torch.Tensor) and c.ndim >= 1:
+            out[name] = c.contiguous()
+            continue
+        if isinstance(c, list) and type(c[0]) in (str, bytes) and all(type(x) is type(c[0]) for x in c):
+            out[name] = list(c)
+            continue
         if not isinstance(c, np.ndarray) or c.ndim < 1:
             return None
         if c.dtype in _FAST_DTYPES:

@@ -4,6 +4,7 @@ through, argument checks, and ``on_error="raise"`` untouched."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dataloader import DataLoader, IterableDataset, TooManyFailures
@@ -48,6 +49,22 @@ def test_a_count_limit_raises_too_many_failures_at_the_batch_that_passes_it(num_
     with pytest.raises(StopIteration):  # the epoch ended
         next(it)
 
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("limit", [np.int64(2), np.float32(0.2)])
+def test_numpy_scalars_are_limits_like_their_python_numbers(limit):
+    # A limit read from a config array is a NumPy scalar: np.int64 is a count, np.float32 a fraction.
+    bad = set(range(1, 10)) | {12, 13}
+    loader = DataLoader(Broken(bad=bad), batch_size=10, on_error="skip", max_failures=limit)
+    it = iter(loader)
+    if isinstance(limit, np.integer):
+        with pytest.raises(TooManyFailures, match=r"9 of 10 items failed .* max_failures=2"):
+            next(it)
+    else:
+        assert as_list(next(it)) == [0]
+        with pytest.raises(TooManyFailures, match=r"11 of 20 items failed .* max_failures=0.2"):
+            next(it)
 
 @pytest.mark.timeout(30)
 def test_a_fraction_is_judged_against_the_items_seen_from_the_tenth_failure_on():

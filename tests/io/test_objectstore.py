@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email.utils
 import http.client
+import re
 import sysconfig
 import threading
 import urllib.parse
@@ -217,6 +218,18 @@ def test_s3_503s_are_retried_by_the_store_itself_per_retry(s3):
     assert proxy.gets["/data/train/002.bin"] == FAST.max_attempts  # no second loop on top
 
 
+@pytest.mark.timeout(60)
+def test_s3_large_object_is_fetched_in_ranges_each_retried_by_the_store(s3):
+    proxy = s3["proxy"]
+    data = bytes(range(256)) * 1200  # 307,200 bytes: 5 parts of 64 KiB
+    obstore.put(obstore.store.from_url("s3://data", **s3["opts"]), "big/0.bin", data)
+    proxy.fails["/data/big/0.bin"] = 2  # the first GET: the store retries it, then the parts
+    ds = ObjectStoreDataset(["big/0.bin"], url="s3://data", retry=FAST, range_parallel_threshold=100_000,
+                            range_chunk_bytes=65536, **s3["proxy_opts"])
+    assert fetch_all(ds) == [("batch", [data])]
+    assert proxy.gets["/data/big/0.bin"] == 2 + 5  # two 503s, the first part's GET, four ranges
+
+
 # -- obstore's other stores: memory://, a LocalStore given by the caller, GCS and Azure --------
 
 
@@ -253,10 +266,12 @@ def test_a_local_store_given_by_the_caller(tmp_path):
 class FakeCloud(LocalServer):
     """GETs of ``/{bucket}/{key}`` (the key percent-decoded: GCS sends ``a%2Fb``) answered
     from ``objects`` with the headers object_store needs (ETag, Last-Modified), 404 when
-    absent; the first ``fails[key]`` GETs of a key get a 503.  ``gets`` counts per key."""
+    absent; the first ``fails[key]`` GETs of a key get a 503.  ``gets`` counts per key;
+    a ``Range: bytes=a-b`` is answered 206 with that part, and listed in ``ranges[key]``."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.ranges: dict[str, list[tuple[int, int]]] = {}
         super().__init__()
 
     def path_of(self, target):
@@ -265,10 +280,18 @@ class FakeCloud(LocalServer):
     def answer(self, h, path):
         with self.lock:
             data = self.objects.get(path)
-        h.send_response(404 if data is None else 200)
+        asked = re.fullmatch(r"bytes=(\d+)-(\d+)", h.headers.get("Range", ""))
+        size = 0 if data is None else len(data)
+        h.send_response(404 if data is None else 200 if asked is None else 206)
         if data is not None:
             h.send_header("ETag", f'"{len(data)}"')
             h.send_header("Last-Modified", email.utils.formatdate(usegmt=True))
+            if asked is not None:
+                a, b = int(asked[1]), min(int(asked[2]), size - 1)
+                with self.lock:
+                    self.ranges.setdefault(path, []).append((a, b))
+                h.send_header("Content-Range", f"bytes {a}-{b}/{size}")
+                data = data[a : b + 1]
         h.send_header("Content-Length", str(0 if data is None else len(data)))
         h.end_headers()
         if data is not None:

@@ -33,6 +33,7 @@ def test_usage_has_a_block_for_every_topic():
 
 NEEDS_TORCH = re.compile(r"^(import torch|from torch|import dataloader\.torch|from dataloader\.torch)\b", re.M)
 NEEDS_PYARROW = re.compile(r"^(import pyarrow|from pyarrow)\b", re.M)
+NEEDS_DATASETS = re.compile(r"^(import datasets|from datasets)\b", re.M)
 
 
 @pytest.mark.timeout(60)
@@ -42,6 +43,8 @@ def test_code_block_runs(where, code, tmp_path, monkeypatch):
         pytest.importorskip("torch")
     if NEEDS_PYARROW.search(code):  # Parquet / Arrow examples run where pyarrow is installed
         pytest.importorskip("pyarrow")
+    if NEEDS_DATASETS.search(code):  # Hugging Face examples: datasets does not install on 3.13t (PyYAML)
+        pytest.importorskip("datasets")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": f"docs_block_{where}"}
     exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the docs are ours
