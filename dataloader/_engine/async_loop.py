@@ -99,7 +99,7 @@ class LoopRun:
         self.ready = threading.Event()
 
     def start(self) -> None:
-        """Start the thread and wait until its loop runs.
+        """Start the threads (the peers' first) and wait until their loops run.
 
         Raises:
             RuntimeError: the thread could not be started.
@@ -235,6 +235,8 @@ class LoopRun:
             try:
                 if not self.stopping:  # ended by an exception, not by a stop
                     self.deadline, self.stopping = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S, True
+                    for peer in self.peers:  # nothing routes items to them any more
+                        peer._request_stop(self.deadline, waited=False)
                 self._stop_called = True
                 self._drain()
             finally:
