@@ -55,8 +55,8 @@ _LAZY_MODULES = {
     "dataloader.io": (
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
-    "dataloader.ndf": ("NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
-    "dataloader.formats": ("ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset"),
+    "dataloader.ndf": ("CachedDataset", "NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
+    "dataloader.formats": ("ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset", "TarShardDataset"),
     "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
@@ -88,8 +88,8 @@ if TYPE_CHECKING:
         Retry,
         Template,
     )
-    from dataloader.formats import ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset
-    from dataloader.ndf import NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
+    from dataloader.formats import ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset, TarShardDataset
+    from dataloader.ndf import CachedDataset, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
 def __getattr__(name: str) -> Any:
@@ -146,6 +146,7 @@ __all__ = [
     "BatchRows",
     "BatchSampler",
     "BatchedItems",
+    "CachedDataset",
     "CenterCrop",
     "ChainDataset",
     "Compose",
@@ -186,6 +187,7 @@ __all__ = [
     "StackDataset",
     "Subset",
     "SubsetRandomSampler",
+    "TarShardDataset",
     "Template",
     "ToCHW",
     "ToFloat",

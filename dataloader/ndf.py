@@ -36,15 +36,20 @@ Neither path ever loads the whole file.  `NdfDataset` wraps a file as a
 map-style dataset whose ``__getitems__`` is one native gather;
 ``NdfDataset(path, scalar_labels=True)`` gives the one label column as
 batches of shape (B,) (class ids for ``CrossEntropyLoss``).
+
+Caching: `CachedDataset(dataset, path)` writes a dataset's (transformed, fixed-shape) items
+to an `.ndf` file during the first epoch that sees them all, and reads them from it afterwards.
 """
 
 from __future__ import annotations
 
+from dataloader._ndf.cache import CachedDataset
 from dataloader._ndf.format import NDF_HEADER
 from dataloader._ndf.read import NdfDataset, NdfFile, _reopen_dataset, _reopen_file, open_ndf
 from dataloader._ndf.write import NdfWriter, save_ndf
 
 __all__ = [
+    "CachedDataset",
     "NDF_HEADER",
     "NdfDataset",
     "NdfFile",
@@ -54,6 +59,6 @@ __all__ = [
 ]
 
 # Defined in private modules; shown (and pickled) under their public home.
-for _obj in (NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf, _reopen_dataset, _reopen_file):
+for _obj in (CachedDataset, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf, _reopen_dataset, _reopen_file):
     _obj.__module__ = __name__
 del _obj

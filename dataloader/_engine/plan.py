@@ -173,7 +173,8 @@ class EpochPlan:
         if resume is None:
             resume = EpochResume(epoch_key[1], 0, 0, None)
         kind = self._decide()
-        stats = EpochStats(epoch_key[1], self.num_workers, kind.inline or kind.helps, self.tuner, kind.inline)
+        stats = EpochStats(epoch_key[1], self.num_workers, kind.inline or kind.helps, self.tuner, kind.inline,
+                           requests=getattr(self.dataset, "request_counts", None))
         sequential = self.num_workers == 0 or (kind.inline and self._settled_inline(stats))
         part = self._parts(pool, epoch_key, stats, resume, sequential, kind.inline)
         progress = Progress(resume.epoch, resume.yielded, part.streams)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -73,6 +74,10 @@ class LoaderStats:
             batches ``next()`` returned so far that failed (failed substitutes included), were
             dropped, were substituted (a resumed epoch's counts go on from the saved ones);
             0 under ``on_error="raise"``.
+        hedges_sent, hedges_won: hedged requests (``HttpDataset``, ``ObjectStoreDataset``:
+            ``dataloader.io.hedge``) sent since the epoch started, and those whose answer
+            was the item's; 0 for a dataset without ``request_counts()``.  Counted by the
+            dataset, so two loaders over one dataset at once see each other's.
 
     Thread-safety: immutable.
     """
@@ -96,6 +101,8 @@ class LoaderStats:
     failed: int = 0
     skipped: int = 0
     replaced: int = 0
+    hedges_sent: int = 0
+    hedges_won: int = 0
 
     @property
     def busy_s(self) -> float:
@@ -116,6 +123,8 @@ class LoaderStats:
             ("builders collating", _share(self.collate_s, self.elapsed_s)),
             ("in flight min/mean/max", f"{self.in_flight_min:g} / {self.in_flight_mean:.2f} / {self.in_flight_max:g}"),
         ]
+        if self.hedges_sent:
+            rows.append(("hedged requests sent/won", f"{self.hedges_sent:,} / {self.hedges_won:,}"))
         if self.latency_s:
             lat = "  ".join(f"p{p} {v * 1e6:,.0f}" for p, v in self.latency_s.items())
             rows.append(("batch build time (us)", lat))
@@ -162,15 +171,18 @@ class EpochStats:
         tuner: ``num_workers="auto"``'s tuner, or None; the epoch's gate (``tune``, whose
             ``active`` the snapshots report) is taken from it here, on the consumer's recorder.
         inline: with ``tuner``, the consumer may build batches itself (0 active workers).
+        requests: the dataset's ``request_counts`` (a remote dataset's hedges), or None;
+            read here and at each snapshot, which reports the difference.
 
     Thread-safety: ``workers[w]`` is written by worker ``w`` only, ``consumer`` by the
     thread inside ``next()``; ``snapshot`` may be called from any thread.
     """
 
-    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune", "failures")
+    __slots__ = ("epoch", "num_workers", "started", "workers", "consumer", "tune", "failures", "requests", "counted")
 
     def __init__(
-        self, epoch: int, num_workers: int, extra: bool = False, tuner: AutoTuner | None = None, inline: bool = False
+        self, epoch: int, num_workers: int, extra: bool = False, tuner: AutoTuner | None = None, inline: bool = False,
+        requests: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self.epoch = epoch
         self.num_workers = num_workers
@@ -180,6 +192,8 @@ class EpochStats:
         # num_workers="auto": the epoch's gate (its ``active``), else None.
         self.tune: EpochTune | None = tuner.for_epoch(self.consumer, inline) if tuner is not None else None
         self.failures: Any = None  # under an error policy: the epoch's failures.FailureLog
+        self.requests = requests
+        self.counted = requests() if requests is not None else {}  # the counts at the start
 
     def snapshot(self) -> LoaderStats:
         c = self.consumer
@@ -208,7 +222,15 @@ class EpochStats:
             waits=_intervals([c.intervals()], self.started),
             builds=builds,
             **_failure_counts(self.failures),
+            **self._hedge_counts(),
         )
+
+    def _hedge_counts(self) -> dict[str, int]:
+        """``hedges_sent``, ``hedges_won`` since the epoch started (no ``requests``: none)."""
+        if self.requests is None:
+            return {}
+        now = self.requests()
+        return {k: now.get(k, 0) - self.counted.get(k, 0) for k in ("hedges_sent", "hedges_won")}
 
 
 def _failure_counts(log: Any) -> dict[str, int]:

@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 import os
 import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -104,6 +105,8 @@ class Layout:
             (the file holds them little-endian).
         feature_names, label_names: d and l names, or None (not recorded).
         data_offset: byte offset of row 0.
+        extra: (version 2) the metadata's other keys, as read (JSON values), or None;
+            written before the names (e.g. ``CachedDataset``'s key).
     """
 
     version: int
@@ -115,6 +118,7 @@ class Layout:
     feature_names: tuple[str, ...] | None = None
     label_names: tuple[str, ...] | None = None
     data_offset: int = NDF_HEADER_BYTES
+    extra: Mapping[str, Any] | None = field(default=None, compare=False)
 
     @property
     def row_bytes(self) -> int:
@@ -122,9 +126,9 @@ class Layout:
         return self.d * self.x_dtype.itemsize + self.l * self.y_dtype.itemsize
 
     @property
-    def metadata(self) -> dict[str, list[str]]:
-        """The JSON object a version-2 header records (the names given)."""
-        meta = {}
+    def metadata(self) -> dict[str, Any]:
+        """The JSON object a version-2 header records (``extra``'s keys, then the names given)."""
+        meta: dict[str, Any] = dict(self.extra or {})
         if self.feature_names is not None:
             meta["feature_names"] = list(self.feature_names)
         if self.label_names is not None:
@@ -246,7 +250,9 @@ def _read_v2(fd: int, head: bytes, file_bytes: int, name: str) -> Layout:
         raise ValueError(f"{name!r}: metadata is a JSON {type(meta).__name__}, not an object")
     features = _names(meta.get("feature_names"), d, "feature_names", name)
     labels = _names(meta.get("label_names"), l, "label_names", name)
-    return Layout(2, n, d, l, x_dtype, y_dtype, features, labels, NDF2_HEADER_BYTES + meta_bytes)
+    extra = {k: v for k, v in meta.items() if k not in ("feature_names", "label_names")}
+    return Layout(2, n, d, l, x_dtype, y_dtype, features, labels, NDF2_HEADER_BYTES + meta_bytes,
+                  extra or None)
 
 
 def _dtype_code(code: bytes, which: str, name: str) -> np.dtype:

@@ -45,7 +45,8 @@ class NdfFile:
         order: float64 for a version-1 file), feature_names, label_names
         (tuples of d and l column names, or None where the file has none),
         version (1 or 2, see ``dataloader.ndf``), data_offset (byte offset of
-        row 0: 28 in a version-1 file).
+        row 0: 28 in a version-1 file), metadata (a version-2 header's JSON
+        object: the names and any other keys; ``{}`` for version 1).
 
     Thread-safety: every method may be called from many threads at once.
     Reads do not share a file position; ``close()`` while other threads
@@ -94,6 +95,7 @@ class NdfFile:
         self.x_dtype, self.y_dtype = layout.x_dtype, layout.y_dtype
         self.feature_names, self.label_names = layout.feature_names, layout.label_names
         self.version, self.data_offset = layout.version, layout.data_offset
+        self.metadata = layout.metadata
         if access == "auto":
             access = "mmap" if file_bytes <= MMAP_AUTO_MAX_BYTES else "pread"
         self.access = access

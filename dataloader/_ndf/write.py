@@ -227,7 +227,7 @@ class NdfWriter:
                 self._finalizer()
                 raise
             self._finalizer.detach()
-        _fsync_directory(os.path.dirname(os.path.abspath(self.path)))
+        fsync_directory(os.path.dirname(os.path.abspath(self.path)))
 
     def abort(self) -> None:
         """Discard everything written; ``path`` is left untouched. Idempotent."""
@@ -352,7 +352,7 @@ def _convert_into(out: np.ndarray, src: np.ndarray, first_row: int, what: str, p
         raise ConversionError(path, what, first_row + i, j, src[i, j].item(), out.dtype)
 
 
-def _fsync_directory(directory: str) -> None:
+def fsync_directory(directory: str) -> None:
     """Make a rename durable (best effort: not all filesystems allow it)."""
     try:
         fd = os.open(directory, os.O_RDONLY)

@@ -1,10 +1,14 @@
-"""Training data in the field's formats, read by the field's libraries (pyarrow).
+"""Training data in the field's formats: Parquet / Arrow (read by pyarrow) and tar shards.
 
 ``ParquetDataset`` (Parquet files) and ``ArrowDataset`` (Arrow IPC / Feather v2 files,
 memory-mapped, or a ``pyarrow.Table``): map-style datasets whose rows are dicts
 ``{column: value}`` and whose batches are columns, read with projection, row group by row
 group, through a bounded cache.  pyarrow is optional (``pip install 'dataloader[formats]'``)
 and imported when a dataset is made, never by ``import dataloader``.
+
+``TarShardDataset`` (``dataloader.formats.tar``): an ``IterableDataset`` over WebDataset-style
+tar shards (local, HTTP or an object store), streamed with the standard library's ``tarfile``,
+split across ranks and worker threads, shuffled by shard order and a bounded buffer, resumable.
 
 ``HFDataset`` / ``HFIterableDataset``: Hugging Face ``datasets.Dataset`` (one Arrow take per
 batch, its format and indices mapping kept) and ``datasets.IterableDataset`` (split across
@@ -25,9 +29,10 @@ from dataloader.formats.arrow import ArrowDataset
 from dataloader.formats.hf import HFDataset
 from dataloader.formats.hf_stream import HFIterableDataset
 from dataloader.formats.parquet import ParquetDataset
+from dataloader.formats.tar import TarShardDataset
 
-__all__ = ["ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset"]
+__all__ = ["ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset", "TarShardDataset"]
 
-for _obj in (ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset):
+for _obj in (ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset, TarShardDataset):
     _obj.__module__ = __name__
 del _obj

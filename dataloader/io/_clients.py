@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from dataloader._datasets.asyncds import AsyncDataset
 from dataloader.io._redact import redact
+from dataloader.io.hedge import Hedge
 from dataloader.io.locations import Locations
 
 if TYPE_CHECKING:
@@ -177,6 +178,7 @@ class RemoteDataset(AsyncDataset[bytes], Generic[C]):
     """
 
     pickles: ClassVar[bool] = True  # False: pickle and deepcopy raise TypeError (see the module)
+    hedge: Hedge | None = None  # a kind with hedged requests sets its own (dataloader.io.hedge)
 
     def __init__(self, locations: Any, *, target: str = "location", check: Callable[[str], str] = str) -> None:
         self.locations = Locations(locations).bind(target, check)
@@ -190,6 +192,14 @@ class RemoteDataset(AsyncDataset[bytes], Generic[C]):
 
     def __len__(self) -> int:
         return len(self.locations)
+
+    def request_counts(self) -> dict[str, int]:
+        """``{"requests", "hedges_sent", "hedges_won"}`` of this dataset so far, in this
+        process, every loader over it together (``Hedge.counts``); zeros without hedging.
+        The loader reports an epoch's share in ``stats``.  Thread-safety: any thread."""
+        if self.hedge is None:
+            return {"requests": 0, "hedges_sent": 0, "hedges_won": 0}
+        return self.hedge.counts()
 
     def location(self, index: int) -> str:
         """Where item ``index`` is (a URL or an object key), as it may be shown: credentials

@@ -44,6 +44,7 @@ dataset's ``headers``, to a host its locations do not name (the rule a
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,6 +54,7 @@ from dataloader.io._http_errors import (
     TRANSIENT_STATUSES, Transport, client_error, protocol_error, redirect_refused, status_error, transient,
 )
 from dataloader.io._redact import redact, redact_text, redact_url
+from dataloader.io.hedge import check_hedge
 from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, HttpRangedGet, RangeSettings
 from dataloader.io.retry import Retry
 
@@ -146,6 +148,14 @@ class HttpDataset(RemoteDataset[Any]):
             (``dataloader.io.ranges``; e.g. ``32 << 20``).  None (the default): one GET per
             item, as without ranges.
         range_chunk_bytes: bytes of each range (8 MiB, boto3's multipart chunk size).
+        hedge_delay: seconds after which a slow item is requested a second time, the
+            first answer winning (``dataloader.io.hedge``); ``"auto"`` (default): 2x the
+            95th percentile of the last 1,000 latencies, once 50 are known; 0, False or
+            None: never (exactly the requests made without hedging).  Not with
+            ``range_parallel_threshold`` set: a ranged GET is not hedged.
+        hedge_budget: hedges per item requested at most, a share in [0, 1] (default
+            0.05: at most 5% extra requests); counted in ``loader.stats``
+            (``hedges_sent``, ``hedges_won``).
 
     Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
     port (at most 10); one to another origin fails with ``PermissionError``.
@@ -159,7 +169,8 @@ class HttpDataset(RemoteDataset[Any]):
     Raises (for that item's batch; every URL shown without credentials, see the module):
         IndexError: the index is out of range.
         ValueError: a refused or invalid location, a body over ``max_bytes``, or a URL
-            with credentials while ``headers`` has an ``Authorization`` header.
+            with credentials while ``headers`` has an ``Authorization`` header (and from
+            the constructor: a bad argument, e.g. ``hedge_budget`` outside [0, 1]).
         TimeoutError: the last attempt timed out, or ``timeout_s`` passed.
         FileNotFoundError, PermissionError, ConnectionError, OSError: see the module
             (``PermissionError`` also for a redirect to another origin; ``OSError`` with
@@ -179,6 +190,8 @@ class HttpDataset(RemoteDataset[Any]):
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         range_parallel_threshold: int | None = None,
         range_chunk_bytes: int = DEFAULT_RANGE_CHUNK_BYTES,
+        hedge_delay: float | str | None = "auto",
+        hedge_budget: float = 0.05,
     ) -> None:
         self.retry = check_retry(retry)
         self.max_bytes = check_max_bytes(max_bytes)
@@ -191,6 +204,7 @@ class HttpDataset(RemoteDataset[Any]):
         self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
         self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
+        self.hedge = check_hedge(hedge_delay, hedge_budget)
         super().__init__(locations, target="url", check=_check_url)
 
     def _new_client(self) -> Any:
@@ -213,15 +227,18 @@ class HttpDataset(RemoteDataset[Any]):
                 "header: aiohttp sends one or the other, give one"
             )
         failed: Exception
-        try:  # errors name redact(url), made only when one is raised
+        def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
+            return self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
+
+        try:
             async with asyncio.timeout(self.timeout_s):
-                if self.ranges.threshold is not None:
+                if self.ranges.threshold is not None:  # a ranged GET is not hedged (docs/usage.md)
                     return await HttpRangedGet(
                         self.ranges, lambda headers, reader: self._attempt(session, url, headers, reader),
                         lambda resp: self._read_body(url, resp), self.retry, transient, lambda: redact(url),
                         self.max_bytes,
                     ).fetch()
-                return await self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
+                return await (fetch() if self.hedge is None else self.hedge.run(fetch))
         except Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             failed = ConnectionError(str(exc))
         except TimeoutError as exc:

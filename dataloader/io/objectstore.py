@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 from dataloader.io._clients import ProcessRuntime, RemoteDataset
 from dataloader.io._redact import redact, redact_text
+from dataloader.io.hedge import check_hedge
 from dataloader.io.locations import Locations
 from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, RangeSettings, store_ranged_get
 from dataloader.io.retry import Retry, seconds_delta
@@ -86,6 +87,11 @@ class ObjectStoreDataset(RemoteDataset[Any]):
             request of the store with its own retries and time-out, reassembled in order
             (``dataloader.io.ranges``).  None (the default): one GET per object.
         range_chunk_bytes: bytes of each range (8 MiB, boto3's multipart chunk size).
+        hedge_delay, hedge_budget: hedged GETs, as ``HttpDataset``'s (default ``"auto"``
+            and 0.05; 0, False or None: off): after the delay the object is requested
+            again, the first answer wins; each request keeps the store's own time-out
+            and retries (see docs/usage.md, "Hedged requests").  Not with
+            ``range_parallel_threshold`` set: a ranged GET is not hedged.
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
@@ -115,11 +121,14 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         url: str | None = None,
         retry: Retry | None = None,
         max_bytes: int | None = None,
+        hedge_delay: float | str | None = "auto",
+        hedge_budget: float = 0.05,
         range_parallel_threshold: int | None = None,
         range_chunk_bytes: int = DEFAULT_RANGE_CHUNK_BYTES,
         **store_options: Any,
     ) -> None:
         self.max_bytes = check_max_bytes(max_bytes)
+        self.hedge = check_hedge(hedge_delay, hedge_budget)
         self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
         locs = Locations(locations)
         if store is not None and (url is not None or retry is not None or store_options):
@@ -165,15 +174,23 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         """The object ``key``'s bytes (see the module for the errors)."""
         import obstore  # lazy: an optional dependency, on first use
 
-        try:
+        async def get() -> tuple[int, bytes | None]:  # the size, and the body unless over max_bytes
             result = await obstore.get_async(store, key)
             size = result.meta["size"]
             if self.max_bytes is None or size <= self.max_bytes:
                 if self.ranges.splits(size):
-                    return await store_ranged_get(store, key, result, self.ranges)
-                return bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
+                    return size, await store_ranged_get(store, key, result, self.ranges)
+                return size, bytes(await result.bytes_async())  # obstore.Bytes: see the class docstring
+            return size, None
+
+        hedge = self.hedge if self.ranges.threshold is None else None  # a ranged GET is not hedged
+        try:
+            size, body = await (get() if hedge is None else hedge.run(get))
         except Exception as exc:
             raise _store_error(redact(_object_url(self.url, key)), exc) from exc
+        if body is not None:
+            return body
+        assert self.max_bytes is not None
         raise over_max_bytes(redact(_object_url(self.url, key)), size, self.max_bytes)
 
     def __repr__(self) -> str:

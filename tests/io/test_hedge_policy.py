@@ -1,0 +1,183 @@
+"""``dataloader.io.hedge.Hedge`` on its own (no network): the derived delay, the token
+bucket, which answer wins, errors, cancellation of the loser, and the arguments."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+
+import pytest
+
+from dataloader.io.hedge import HEDGE_MIN_SAMPLES, Hedge, check_hedge
+
+
+class Requests:
+    """``request()`` calls numbered from 0; call ``n`` sleeps ``delays[n]`` s (default 0),
+    then returns ``n`` or raises ``errors[n]``; ``cancelled`` lists the calls cancelled."""
+
+    def __init__(self, delays=(), errors=None) -> None:
+        self.delays = list(delays)
+        self.errors = errors or {}
+        self.calls = 0
+        self.cancelled: list[int] = []
+
+    async def __call__(self):
+        n = self.calls
+        self.calls += 1
+        try:
+            await asyncio.sleep(self.delays[n] if n < len(self.delays) else 0)
+        except asyncio.CancelledError:
+            self.cancelled.append(n)
+            raise
+        if n in self.errors:
+            raise self.errors[n]
+        return n
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.mark.timeout(10)
+def test_the_hedge_wins_over_a_slow_first_request_which_is_cancelled():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 0.0])
+
+    async def main():
+        value = await hedge.run(req)
+        await asyncio.sleep(0)  # the loser's cancellation is delivered
+        return value
+
+    assert run(main()) == 1
+    assert req.cancelled == [0]
+    assert hedge.counts() == {"requests": 1, "hedges_sent": 1, "hedges_won": 1}
+
+
+@pytest.mark.timeout(10)
+def test_a_fast_first_request_sends_no_hedge():
+    hedge, req = Hedge(1.0, budget=1.0), Requests([0.0])
+    assert run(hedge.run(req)) == 0
+    assert req.calls == 1 and hedge.counts()["hedges_sent"] == 0
+
+
+@pytest.mark.timeout(10)
+def test_a_failed_contender_lets_the_other_answer():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([0.05, 0.0], errors={1: ConnectionError("hedge")})
+    assert run(hedge.run(req)) == 0  # the hedge failed first: the first request still answers
+    assert hedge.counts()["hedges_won"] == 0
+
+
+@pytest.mark.timeout(10)
+def test_when_both_fail_the_first_requests_error_is_the_items():
+    errors = {0: FileNotFoundError("first"), 1: PermissionError("hedge")}
+    hedge, req = Hedge(0.01, budget=1.0), Requests([0.05, 0.0], errors)
+    with pytest.raises(FileNotFoundError, match="first") as info:
+        run(hedge.run(req))
+    assert info.value.__context__ is None  # chains nothing (HttpDataset's errors chain nothing)
+
+
+@pytest.mark.timeout(10)
+def test_cancelling_the_item_cancels_both_requests():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 5.0])
+
+    async def main():
+        task = asyncio.ensure_future(hedge.run(req))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0)
+
+    run(main())
+    assert sorted(req.cancelled) == [0, 1]
+
+
+@pytest.mark.timeout(10)
+def test_the_budget_is_a_token_bucket_of_requests():
+    hedge = Hedge(0.001, budget=0.25)
+
+    async def main():
+        for _ in range(20):  # every first request slow: each item wants a hedge
+            await hedge.run(Requests([0.02, 0.0]))
+
+    run(main())
+    counts = hedge.counts()
+    assert counts["requests"] == 20 and counts["hedges_sent"] == 5  # 0.25 x 20, never more
+
+
+@pytest.mark.timeout(10)
+def test_auto_derives_the_delay_from_the_latencies_once_it_has_enough():
+    hedge = Hedge("auto")
+    assert hedge.delay_s() is None
+    for i in range(HEDGE_MIN_SAMPLES - 1):
+        hedge.record(0.010)
+    assert hedge.delay_s() is None  # too few latencies: no hedge yet
+    for i in range(200):
+        hedge.record(0.010 if i % 20 else 0.500)  # 5% slow: the 95th percentile is still fast
+    assert hedge.delay_s() == pytest.approx(0.020)
+
+
+@pytest.mark.timeout(10)
+def test_auto_sends_no_hedge_before_it_has_a_delay():
+    hedge = Hedge("auto", budget=1.0)
+    req = Requests([0.05])
+    assert run(hedge.run(req)) == 0
+    assert req.calls == 1 and hedge.counts() == {"requests": 1, "hedges_sent": 0, "hedges_won": 0}
+
+
+def test_off_and_bad_arguments():
+    for off in (0, 0.0, False, None):
+        assert check_hedge(off, 0.05) is None
+    assert check_hedge(0.1, 0) is None  # no budget: no hedge
+    assert check_hedge("auto", 0.05).delay_s() is None
+    with pytest.raises(ValueError, match="hedge_delay='soon'"):
+        check_hedge("soon", 0.05)
+    with pytest.raises(ValueError, match="hedge_delay=-1"):
+        check_hedge(-1, 0.05)
+    with pytest.raises(ValueError, match="hedge_delay=inf"):
+        check_hedge(float("inf"), 0.05)
+    with pytest.raises(TypeError, match="hedge_delay must be"):
+        check_hedge([1], 0.05)
+    with pytest.raises(ValueError, match="hedge_budget=1.5"):
+        check_hedge("auto", 1.5)
+    with pytest.raises(ValueError, match="hedge_budget=-0.1"):
+        check_hedge(0, -0.1)
+    with pytest.raises(TypeError, match="hedge_budget must be"):
+        check_hedge("auto", "5%")
+
+
+def test_a_copy_keeps_the_settings_and_starts_afresh():
+    hedge = Hedge(0.25, budget=0.1)
+    hedge.record(1.0)
+    for twin in (pickle.loads(pickle.dumps(hedge)), copy.deepcopy(hedge)):
+        assert (twin.fixed_delay_s, twin.budget) == (0.25, 0.1)
+        assert twin.counts() == {"requests": 0, "hedges_sent": 0, "hedges_won": 0}
+
+
+@pytest.mark.timeout(10)
+def test_a_winning_hedge_leaves_the_items_task_and_its_timeouts_as_they_were():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 0.0])
+
+    async def main():
+        async with asyncio.timeout(5):  # the item's timeout_s, around the race
+            value = await hedge.run(req)
+        assert asyncio.current_task().cancelling() == 0  # the hedge's cancellation was taken back
+        await asyncio.sleep(0.01)  # no cancellation left pending
+        return value
+
+    assert run(main()) == 1
+    assert req.cancelled == [0]
+
+
+@pytest.mark.timeout(10)
+def test_the_items_timeout_during_a_race_is_a_timeout():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 5.0])
+
+    async def main():
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await hedge.run(req)
+        await asyncio.sleep(0)
+
+    run(main())
+    assert sorted(req.cancelled) == [0, 1]
