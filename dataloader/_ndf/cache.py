@@ -71,7 +71,9 @@ class CachedDataset(Dataset[Any]):
             ``dataloader.ndf``).
 
     Attributes:
-        dataset, path, transform, key (the fingerprint, a hex string or yours),
+        dataset, path, transform, key (``"<hex fingerprint>:<x_dtype>:<y_dtype>"``, or
+        ``"user:" + fingerprint`` for a key of yours, which then stands for the dtypes too:
+        change it when you change ``x_dtype`` / ``y_dtype``),
         stale_reason (why ``path`` was not used at construction: ``"no file"``, ``"another
         fingerprint"``, ...; None when it was).
 
@@ -79,11 +81,13 @@ class CachedDataset(Dataset[Any]):
 
     Raises:
         TypeError: ``dataset`` is not map-style, ``transform`` is not callable,
-            ``fingerprint`` is not a str, a bad dtype; on use, an item of another form
-            (named by its index).
+            ``fingerprint`` is not a str; on use (the first item computed), a bad
+            ``x_dtype`` / ``y_dtype``, and an item of another form (named by its index).
         ValueError: an empty dataset, a bad ``access``; on use, an item whose shape differs
             from the first item's (its index and both shapes named).
         FileNotFoundError: ``path``'s directory does not exist.
+        OSError: on use, the temporary file cannot be created or allocated whole (e.g. a
+            full disk: ``posix_fallocate``).
     """
 
     accepts_index_arrays = True

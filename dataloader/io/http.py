@@ -151,11 +151,12 @@ class HttpDataset(RemoteDataset[Any]):
         hedge_delay: seconds after which a slow item is requested a second time, the
             first answer winning (``dataloader.io.hedge``); ``"auto"`` (default): 2x the
             95th percentile of the last 1,000 latencies, once 50 are known; 0, False or
-            None: never (exactly the requests made without hedging).  Not with
-            ``range_parallel_threshold`` set: a ranged GET is not hedged.
+            None: never (exactly the requests made without hedging).  With
+            ``range_parallel_threshold`` set no item is hedged, not even one below the
+            threshold (``hedge_delay`` is then ignored).
         hedge_budget: hedges per item requested at most, a share in [0, 1] (default
-            0.05: at most 5% extra requests); counted in ``loader.stats``
-            (``hedges_sent``, ``hedges_won``).
+            0.05: at most 5% extra requests); 0: never hedge.  Counted in ``loader.stats``
+            (``hedges_sent``, ``hedges_won``) and ``request_counts()``.
 
     Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
     port (at most 10); one to another origin fails with ``PermissionError``.
@@ -163,8 +164,10 @@ class HttpDataset(RemoteDataset[Any]):
     depend on its URL and ``headers`` only, never on which items were fetched before.
     Thread-safety: the coroutines run on event loops; one session (connection
     pool) per loop and process, created on first use and closed by ``aclose()``
-    (``dataloader.io._clients``).  ``copy.copy`` shares the sessions; ``pickle`` and
-    ``copy.deepcopy`` raise ``TypeError`` (a copy would carry ``headers``' credentials).
+    (``dataloader.io._clients``).  The hedging state (latency window, tokens, counts) has
+    one lock per dataset, shared by every loop.  ``copy.copy`` shares the sessions;
+    ``pickle`` and ``copy.deepcopy`` raise ``TypeError`` (a copy would carry ``headers``'
+    credentials).
 
     Raises (for that item's batch; every URL shown without credentials, see the module):
         IndexError: the index is out of range.

@@ -90,8 +90,9 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         hedge_delay, hedge_budget: hedged GETs, as ``HttpDataset``'s (default ``"auto"``
             and 0.05; 0, False or None: off): after the delay the object is requested
             again, the first answer wins; each request keeps the store's own time-out
-            and retries (see docs/usage.md, "Hedged requests").  Not with
-            ``range_parallel_threshold`` set: a ranged GET is not hedged.
+            and retries (see docs/usage.md, "Hedged requests").  With
+            ``range_parallel_threshold`` set no object is hedged, not even one below the
+            threshold (``hedge_delay`` is then ignored).
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
@@ -102,8 +103,9 @@ class ObjectStoreDataset(RemoteDataset[Any]):
     ``bytes`` (a ``bytes`` object cannot share another object's memory), on the
     event loop thread.  ``Decode()`` then reads the ``bytes`` without a copy.
     Thread-safety: the store may be used from any thread and event loop (it is the
-    client of every loop: ``dataloader.io._clients``).  ``pickle`` and ``copy.deepcopy``
-    copy the store when it pickles (obstore's S3, GCS and Azure stores do).
+    client of every loop: ``dataloader.io._clients``); the hedging state has one lock per
+    dataset.  ``pickle`` and ``copy.deepcopy`` copy the store when it pickles (obstore's
+    S3, GCS and Azure stores do).
 
     Raises (from the constructor):
         ValueError, TypeError: bad arguments or locations (obstore's configuration
