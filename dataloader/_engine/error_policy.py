@@ -92,7 +92,8 @@ def error_policy(on_error: object, max_failures: object, iterable: bool) -> Erro
         return None
     if iterable:
         raise ValueError(f"on_error={on_error!r} needs a map-style dataset: an IterableDataset's items have no "
-                         "index to skip or replace; handle its errors inside its __iter__")
+                         "index to skip or replace; handle its errors inside its __iter__ (a "
+                         "TarShardDataset takes its own on_error='skip': a bad shard is skipped)")
     if max_failures is None:
         fraction = DEFAULT_MAX_FAILURE_FRACTION
     return ErrorPolicy(on_error, count, fraction)

@@ -72,8 +72,8 @@ class CachedDataset(Dataset[Any]):
 
     Attributes:
         dataset, path, transform, key (``"<hex fingerprint>:<x_dtype>:<y_dtype>"``, or
-        ``"user:" + fingerprint`` for a key of yours, which then stands for the dtypes too:
-        change it when you change ``x_dtype`` / ``y_dtype``),
+        ``"user:<fingerprint>:<x_dtype>:<y_dtype>"`` for a key of yours: a change of
+        ``x_dtype`` / ``y_dtype`` rebuilds the file either way),
         stale_reason (why ``path`` was not used at construction: ``"no file"``, ``"another
         fingerprint"``, ...; None when it was).
 
@@ -96,8 +96,8 @@ class CachedDataset(Dataset[Any]):
                  transform: Callable[[Any], Any] | None = None, fingerprint: str | None = None,
                  x_dtype: Any = None, y_dtype: Any = None, access: str = "auto") -> None:
         _check_arguments(dataset, transform, fingerprint, access)
-        user = "" if fingerprint is None else f"user:{fingerprint}"
-        key = user or f"{dataset_fingerprint(dataset)}:{x_dtype!s}:{y_dtype!s}"
+        source = dataset_fingerprint(dataset) if fingerprint is None else f"user:{fingerprint}"
+        key = f"{source}:{x_dtype!s}:{y_dtype!s}"  # a dtype change rebuilds, whoever keys the data
         self._setup(dataset, path, transform, key, (x_dtype, y_dtype), access)
 
     def _setup(self, dataset: Any, path: str | os.PathLike[str], transform: Callable[[Any], Any] | None,

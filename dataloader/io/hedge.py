@@ -57,16 +57,22 @@ HEDGE_BURST = 10.0  # tokens kept at most: hedges sent back to back after a calm
 _REFRESH = 32  # latencies recorded between two computations of the derived delay
 
 
-def check_hedge(delay: Any, budget: Any) -> Hedge | None:
+def check_hedge(delay: Any, budget: Any, range_threshold: int | None = None) -> Hedge | None:
     """A ``Hedge`` for a dataset's ``hedge_delay`` and ``hedge_budget``, or None when off.
+    ``range_threshold``: the dataset's ``range_parallel_threshold`` (a dataset making ranged
+    GETs hedges no item: an explicit delay there is refused rather than ignored).
 
     Raises:
-        ValueError, TypeError: see ``Hedge``.
+        ValueError, TypeError: see ``Hedge``; ValueError: a delay in seconds with a
+            ``range_threshold``.
     """
     if delay is None or delay is False or (not isinstance(delay, str) and delay == 0):
         Hedge.check_budget(budget)
         return None
     hedge = Hedge(delay, budget)
+    if range_threshold is not None and not isinstance(delay, str) and hedge.budget > 0:
+        raise ValueError(f"hedge_delay={delay!r} with range_parallel_threshold={range_threshold!r}: a dataset "
+                         "making ranged GETs hedges no item; leave hedge_delay='auto' or pass 0")
     return hedge if hedge.budget > 0 else None
 
 

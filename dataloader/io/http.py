@@ -153,7 +153,7 @@ class HttpDataset(RemoteDataset[Any]):
             95th percentile of the last 1,000 latencies, once 50 are known; 0, False or
             None: never (exactly the requests made without hedging).  With
             ``range_parallel_threshold`` set no item is hedged, not even one below the
-            threshold (``hedge_delay`` is then ignored).
+            threshold (a delay in seconds is then refused: ``ValueError``).
         hedge_budget: hedges per item requested at most, a share in [0, 1] (default
             0.05: at most 5% extra requests); 0: never hedge.  Counted in ``loader.stats``
             (``hedges_sent``, ``hedges_won``) and ``request_counts()``.
@@ -207,7 +207,7 @@ class HttpDataset(RemoteDataset[Any]):
         self._authorization = any(str(name).lower() == "authorization" for name in self.headers)
         self.max_connections = max_connections
         self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
-        self.hedge = check_hedge(hedge_delay, hedge_budget)
+        self.hedge = check_hedge(hedge_delay, hedge_budget, self.ranges.threshold)
         super().__init__(locations, target="url", check=_check_url)
 
     def _new_client(self) -> Any:

@@ -92,7 +92,7 @@ class ObjectStoreDataset(RemoteDataset[Any]):
             again, the first answer wins; each request keeps the store's own time-out
             and retries (see docs/usage.md, "Hedged requests").  With
             ``range_parallel_threshold`` set no object is hedged, not even one below the
-            threshold (``hedge_delay`` is then ignored).
+            threshold (a delay in seconds is then refused: ``ValueError``).
         **store_options: passed to ``obstore.store.from_url`` (``endpoint``,
             ``region``, ``access_key_id``, ``client_options={...}``, ...).
 
@@ -130,8 +130,8 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         **store_options: Any,
     ) -> None:
         self.max_bytes = check_max_bytes(max_bytes)
-        self.hedge = check_hedge(hedge_delay, hedge_budget)
         self.ranges = RangeSettings(range_parallel_threshold, range_chunk_bytes)
+        self.hedge = check_hedge(hedge_delay, hedge_budget, self.ranges.threshold)
         locs = Locations(locations)
         if store is not None and (url is not None or retry is not None or store_options):
             raise ValueError("with store=, leave out url=, retry= and store options (the store is configured)")

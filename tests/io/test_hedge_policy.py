@@ -146,6 +146,19 @@ def test_off_and_bad_arguments():
         check_hedge("auto", "5%")
 
 
+def test_a_delay_in_seconds_is_refused_on_a_dataset_making_ranged_gets():
+    # Such a dataset hedges no item: an explicit delay would be silently ignored.
+    with pytest.raises(ValueError, match=r"hedge_delay=0.1 with range_parallel_threshold=1048576"):
+        check_hedge(0.1, 0.05, range_threshold=1 << 20)
+    assert check_hedge("auto", 0.05, range_threshold=1 << 20) is not None  # the default stays quiet
+    assert check_hedge(0, 0.05, range_threshold=1 << 20) is None
+    pytest.importorskip("aiohttp")
+    from dataloader.io import HttpDataset
+
+    with pytest.raises(ValueError, match="hedge_delay=0.1 with range_parallel_threshold=1048576"):
+        HttpDataset(["http://127.0.0.1:9/a"], hedge_delay=0.1, range_parallel_threshold=1 << 20)
+
+
 def test_a_copy_keeps_the_settings_and_starts_afresh():
     hedge = Hedge(0.25, budget=0.1)
     hedge.record(1.0)

@@ -95,6 +95,8 @@ def test_a_changed_dataset_rebuilds_the_cache_and_fingerprint_overrides_the_key(
     _epoch(CachedDataset(Rows(), path, fingerprint="v1"), num_workers=0)
     assert CachedDataset(Rows(offset=2.0), path, fingerprint="v1").complete  # the user's key alone
     assert CachedDataset(Rows(), path, fingerprint="v2").stale_reason == "another fingerprint"
+    # The dtypes join a user's key too: a file of float64 rows is not read as float32.
+    assert CachedDataset(Rows(), path, fingerprint="v1", x_dtype=np.float32).stale_reason == "another fingerprint"
 
 
 def test_the_fingerprint_sees_the_transform_code_its_closure_and_the_dataset_arrays(tmp_path):
