@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+import tarfile as tarfile_module
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +38,9 @@ __all__ = ["ShardReadError", "shard_samples", "split_key"]
 
 _KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _SKIP_META = re.compile(r"__[^/]*__($|/)")
+# The header error of a zero block, a tar's end marker (the other ``HeaderError`` kinds, which
+# typeshed does not declare either, are an empty, truncated or invalid header).
+_END_BLOCK: type[Exception] = getattr(tarfile, "EOFHeaderError")  # noqa: B009
 
 
 class ShardReadError(Exception):
@@ -61,6 +65,26 @@ class ShardReadError(Exception):
         if isinstance(cause, ValueError):
             return ValueError(f"{where}: {text}")
         return RuntimeError(f"{where}: {type(cause).__name__}: {text}")
+
+
+class _CheckedInfo(tarfile.TarInfo):
+    """A ``TarInfo`` whose reading refuses a stream that ends without the end marker.
+
+    ``tarfile`` ends an archive quietly at a header that is missing, cut or invalid after the
+    first member: a shard cut at (or inside) a member header, or with a corrupt header, would
+    lose its later samples without an error.  Only a zero block (the end marker) ends it here.
+    """
+
+    @classmethod
+    def fromtarfile(cls, tarfile: tarfile.TarFile) -> _CheckedInfo:
+        try:
+            return super().fromtarfile(tarfile)
+        except tarfile_module.HeaderError as exc:
+            if isinstance(exc, _END_BLOCK) or tarfile.offset == 0:
+                raise  # the end marker, or the first header (tarfile names that one itself)
+            raise tarfile_module.ReadError(
+                f"no valid member header at byte {tarfile.offset} ({exc}): cut short or corrupt"
+            ) from exc
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -105,7 +129,7 @@ def shard_samples(open_shard: Callable[[str], Any], name: str, local_path: str |
         raise ShardReadError(name, 0, exc) from exc
     try:
         sample: dict[str, Any] | None = None
-        with tarfile.open(fileobj=fileobj, mode="r|*") as stream:
+        with tarfile.open(fileobj=fileobj, mode="r|*", tarinfo=_CheckedInfo) as stream:
             for member, data in _members(stream):
                 parts = split_key(member)
                 if parts is None:
