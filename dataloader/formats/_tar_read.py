@@ -27,6 +27,7 @@ Errors: a shard that is not a tar (or a compressed tar), or is cut short, raises
 from __future__ import annotations
 
 import re
+import sys
 import tarfile
 import tarfile as tarfile_module
 from collections.abc import Callable, Iterator
@@ -41,6 +42,16 @@ _SKIP_META = re.compile(r"__[^/]*__($|/)")
 # The header error of a zero block, a tar's end marker (the other ``HeaderError`` kinds, which
 # typeshed does not declare either, are an empty, truncated or invalid header).
 _END_BLOCK: type[Exception] = getattr(tarfile, "EOFHeaderError")  # noqa: B009
+
+
+_READ_ERRORS = (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError)
+
+
+def _is_http_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``http.client``'s (``IncompleteRead`` of a chunked body cut short, ...):
+    not an ``OSError``, and only raised once an HTTP shard has imported ``http.client``."""
+    client = sys.modules.get("http.client")
+    return client is not None and isinstance(exc, client.HTTPException)
 
 
 class ShardReadError(Exception):
@@ -64,6 +75,8 @@ class ShardReadError(Exception):
             return kind(f"{where}: {text}")
         if isinstance(cause, ValueError):
             return ValueError(f"{where}: {text}")
+        if _is_http_error(cause):
+            return ValueError(f"{where}: HTTP response cut short or malformed ({type(cause).__name__}: {text})")
         return RuntimeError(f"{where}: {type(cause).__name__}: {text}")
 
 
@@ -147,7 +160,9 @@ def shard_samples(open_shard: Callable[[str], Any], name: str, local_path: str |
                 sample[ext] = data
         if sample is not None:
             yield sample
-    except (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _READ_ERRORS) and not _is_http_error(exc):
+            raise
         raise ShardReadError(name, ordinal, exc) from exc
     finally:
         fileobj.close()
