@@ -143,10 +143,18 @@ class TarShardDataset(IterableDataset):
         stream = TarStream(self._source, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
                            (self.seed, epoch, slot), self.on_error, self._skipped, saved)
         self._stream = (where, stream)
-        yield from stream
+        try:
+            yield from stream
+        finally:
+            if not stream.done and self._stream is not None and self._stream[1] is stream:
+                self._stream = None  # abandoned (a peek, a break): the next __iter__ starts anew
 
     def state_dict(self) -> dict[str, Any]:
-        """This iterator's position (see the class), or ``{"stream": None}`` before it starts."""
+        """This iterator's position (see the class): where the next ``__iter__`` goes on from a
+        loaded state not iterated yet; ``{"stream": None}`` before an iteration starts or after
+        one was abandoned unfinished (closed, or dropped as after ``next(iter(ds))``)."""
+        if self._resume is not None:
+            return copy.deepcopy(self._resume)
         current = self._stream
         if current is None:
             return {"version": _STATE_VERSION, "stream": None}
