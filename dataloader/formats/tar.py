@@ -207,7 +207,10 @@ def _expand(shards: ShardsArg) -> tuple[str, ...]:
     for s in shards:
         if not isinstance(s, (str, os.PathLike)):
             raise TypeError(f"a shard must be a str or os.PathLike, got {type(s).__name__} {s!r}")
-        out.extend(expand_braces(os.fspath(s)))
+        names = expand_braces(os.fspath(s))
+        if "" in names:  # else a FileNotFoundError for '' once a worker reaches it
+            raise ValueError(f"shard {os.fspath(s)!r} is or expands to an empty name")
+        out.extend(names)
     if not out:
         raise ValueError("TarShardDataset needs at least one shard, got an empty list")
     return tuple(out)

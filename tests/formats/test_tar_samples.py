@@ -68,6 +68,13 @@ def test_bad_arguments_are_refused_naming_the_value(tmp_path):
         TarShardDataset("a.tar", timeout_s=0)
 
 
+@pytest.mark.parametrize("shards", ["", ["a.tar", ""], "{,x}"])
+def test_an_empty_shard_name_is_refused_at_construction_naming_the_pattern(shards):
+    with pytest.raises(ValueError, match="expands to an empty name"):
+        TarShardDataset(shards)
+    assert TarShardDataset("train{,-extra}.tar").shards == ("train.tar", "train-extra.tar")  # empty alternatives
+
+
 def _truncated(tmp_path):
     whole = write_tar(tmp_path / "whole.tar", sample_members(range(6))).read_bytes()
     cut = tmp_path / "cut.tar"
