@@ -56,7 +56,10 @@ _LAZY_MODULES = {
         "AsyncDataset", "FileDataset", "HttpDataset", "Locations", "ObjectStoreDataset", "Retry", "Template",
     ),
     "dataloader.ndf": ("CachedDataset", "NdfDataset", "NdfFile", "NdfWriter", "open_ndf", "save_ndf"),
-    "dataloader.formats": ("ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset", "TarShardDataset"),
+    "dataloader.formats": (
+        "ArrowDataset", "HFDataset", "HFIterableDataset", "MixDataset", "MixStream", "ParquetDataset",
+        "TarShardDataset",
+    ),
     "dataloader._engine.stats": ("LoaderStats",),  # with the engine, which loads with the first loader
 }
 _LAZY = {name: module for module, names in _LAZY_MODULES.items() for name in names}
@@ -88,7 +91,15 @@ if TYPE_CHECKING:
         Retry,
         Template,
     )
-    from dataloader.formats import ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset, TarShardDataset
+    from dataloader.formats import (
+        ArrowDataset,
+        HFDataset,
+        HFIterableDataset,
+        MixDataset,
+        MixStream,
+        ParquetDataset,
+        TarShardDataset,
+    )
     from dataloader.ndf import CachedDataset, NdfDataset, NdfFile, NdfWriter, open_ndf, save_ndf
 
 
@@ -168,6 +179,8 @@ __all__ = [
     "IterableDataset",
     "LoaderStats",
     "Locations",
+    "MixDataset",
+    "MixStream",
     "NdfDataset",
     "NdfFile",
     "NdfWriter",

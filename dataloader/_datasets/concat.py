@@ -1,7 +1,7 @@
 """The batched ``__getitems__`` of ``ConcatDataset``: one batch across member datasets.
 
 :func:`concat_items` splits the batch by member dataset (``searchsorted`` over the cumulative
-sizes), fetches each group with one call (the member's own ``__getitems__`` where it has one)
+sizes) and :func:`grouped_items` (also ``MixDataset``'s, which knows each item's member) fetches each group with one call (the member's own ``__getitems__`` where it has one)
 and puts the rows back in the requested order.  When every group answers with
 :class:`BatchedItems` of matching columns, the answer is a ``BatchedItems`` whose columns are
 the groups' columns concatenated and re-ordered, so collating it gives exactly what collating
@@ -19,7 +19,7 @@ from dataloader._datasets.batched import BatchedItems
 from dataloader._datasets.fetch import check_item_count, fetch_items
 from dataloader._indices import as_index_array
 
-__all__ = ["concat_items"]
+__all__ = ["concat_items", "grouped_items"]
 
 
 def concat_items(
@@ -51,11 +51,21 @@ def concat_items(
     if lo < 0:
         idx = np.where(idx < 0, idx + n, idx)
     member = np.searchsorted(ends, idx, side="right")
+    return grouped_items(datasets, member, idx - starts[member])
+
+
+def grouped_items(datasets: Sequence[Any], member: np.ndarray, local: np.ndarray) -> Sequence[Any]:
+    """Items ``datasets[member[j]][local[j]]`` for every ``j``, in order (both int64, 1-D, one
+    entry per item, already in range): one fetch per member (its ``__getitems__`` where it has
+    one), the rows put back in order, ``BatchedItems`` columns kept as columns.
+
+    Raises:
+        ValueError: a member returning the wrong number of items.
+    """
     counts = np.bincount(member, minlength=len(datasets)).tolist()
     first = int(member[0])
-    if counts[first] == len(idx):  # one member: no regrouping
-        return fetch_items(datasets[first], idx - starts[first])
-    local = idx - starts[member]
+    if counts[first] == len(member):  # one member: no regrouping
+        return fetch_items(datasets[first], local)
     order = np.argsort(member, kind="stable")
     parts: list[tuple[np.ndarray, Any]] = []
     start = 0
@@ -66,7 +76,7 @@ def concat_items(
         start += count
         items = fetch_items(datasets[d], local[positions])
         parts.append((positions, check_item_count(items, count, f"datasets[{d}].__getitems__")))
-    return _assemble(parts, len(idx))
+    return _assemble(parts, len(member))
 
 
 def _stackable(parts: list[tuple[np.ndarray, Any]]) -> bool:

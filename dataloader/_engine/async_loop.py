@@ -6,6 +6,12 @@ so it never hands work to a later one.  ``DataLoader.close()`` detaches the run
 (a later epoch starts a new one) together with its list of open epochs, so every
 epoch that used a run is closed before the run stops.
 
+With ``event_loops=n > 1`` a run is ``n`` loops: the home run above and ``n - 1`` peer
+runs (threads ``dataloader-asyncio-1``, ...), started before it and stopped with it, on
+the same deadline and by the same steps (each awaits the dataset's ``aclose()`` on its own
+loop: a remote dataset closes that loop's client there).  The home loop keeps every batch;
+peers only run item coroutines routed to them (``async_spread``).
+
 Stopping a run has one time budget, a deadline (``close``: the rest of
 ``DataLoader.close()``'s ``SHUTDOWN_JOIN_TIMEOUT_S``; ``stop_soon``, when the loader
 is garbage-collected: ``SHUTDOWN_JOIN_TIMEOUT_S`` from then).  On the loop thread,
@@ -42,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
+from dataloader._engine.async_spread import Spread
 from dataloader._engine.pool import mark_loop_thread
 
 __all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopRun"]
@@ -63,17 +70,22 @@ class LoopRun:
 
     Args:
         dataset: the ``AsyncDataset`` (its ``aclose()`` is awaited when the run stops).
+        name: its thread's name.
+        peers: the runs of the other loops of ``event_loops > 1`` (started, stopped and
+            waited for with this one; ``spread`` routes item coroutines to them), or none.
 
     Thread-safety: ``call``, ``alive``, ``close`` and ``stop_soon`` from any thread.
     What a stop hands the loop thread is written before it is scheduled
     (``call_soon_threadsafe``), and what the thread leaves is read after it ended.
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Any, name: str = ASYNC_THREAD_NAME, peers: tuple[LoopRun, ...] = ()) -> None:
         self.dataset = dataset
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name=ASYNC_THREAD_NAME, daemon=True)
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self.peers = peers
+        self.spread = Spread(self.loop, [p.loop for p in peers]) if peers else None
         self.batches: set[Any] = set()  # loop thread only: batches in flight (``cancel()``)
         self.deadline = 0.0  # time.monotonic() by which the thread ends (set by the stop)
         self.waited = False  # close() waits for the thread and warns; else the thread warns
@@ -87,17 +99,24 @@ class LoopRun:
         self.ready = threading.Event()
 
     def start(self) -> None:
-        """Start the thread and wait until its loop runs.
+        """Start the threads (the peers' first) and wait until their loops run.
 
         Raises:
             RuntimeError: the thread could not be started.
         """
+        started: list[LoopRun] = []
         try:
-            self.thread.start()
+            for run in (*self.peers, self):
+                run.thread.start()
+                started.append(run)
+                run.ready.wait()
         except BaseException:
-            self.loop.close()
+            for run in started:
+                run._request_stop(time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S, waited=False)
+            for run in (*self.peers, self):
+                if run not in started:
+                    run.loop.close()
             raise
-        self.ready.wait()
 
     def alive(self) -> bool:
         return self.thread.is_alive()
@@ -128,10 +147,17 @@ class LoopRun:
         """
         if self.pid != os.getpid():
             return  # inherited from the parent: never touched (see the module)
-        if threading.current_thread() is self.thread:  # close() from a coroutine
+        runs = (self, *self.peers)
+        if any(threading.current_thread() is run.thread for run in runs):  # close() from a coroutine
             self.stop_soon()
             return
-        self._request_stop(deadline, waited=True)
+        for run in runs:
+            run._request_stop(deadline, waited=True)
+        for run in runs:
+            run._wait(deadline)
+
+    def _wait(self, deadline: float) -> None:
+        """Join the thread until ``deadline``; warn of what did not end (``close``)."""
         self.thread.join(max(0.0, deadline - time.monotonic()))
         abandoned, pending = self.abandoned, self.pending
         if abandoned:
@@ -146,7 +172,8 @@ class LoopRun:
         """Stop the run within ``SHUTDOWN_JOIN_TIMEOUT_S`` without waiting for it (garbage
         collection of the loader); the loop thread warns about what it abandoned."""
         if self.pid == os.getpid():
-            self._request_stop(time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S, waited=False)
+            for run in (self, *self.peers):
+                run._request_stop(time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S, waited=False)
 
     def _request_stop(self, deadline: float, waited: bool) -> None:
         if self.stopping:
@@ -208,6 +235,8 @@ class LoopRun:
             try:
                 if not self.stopping:  # ended by an exception, not by a stop
                     self.deadline, self.stopping = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S, True
+                    for peer in self.peers:  # nothing routes items to them any more
+                        peer._request_stop(self.deadline, waited=False)
                 self._stop_called = True
                 self._drain()
             finally:
@@ -241,14 +270,18 @@ class AsyncLoop:
     """A loader's event loop: a ``LoopRun`` started lazily, and again after a close.
 
     Args:
-        dataset: the ``AsyncDataset`` (its ``aclose()`` is awaited when a run stops).
+        dataset: the ``AsyncDataset`` (its ``aclose()`` is awaited when a run stops, on each
+            of its loops).
+        loops: event loops per run (``event_loops``, >= 1): the first is named
+            ``dataloader-asyncio``, the others ``dataloader-asyncio-1``, ... (``async_spread``).
 
     Thread-safety: every method may be called from any thread; the current run is
     swapped under one lock.
     """
 
-    def __init__(self, dataset: Any) -> None:
+    def __init__(self, dataset: Any, loops: int = 1) -> None:
         self._dataset = dataset
+        self._loops = loops
         self._lock = threading.Lock()
         self._run: LoopRun | None = None
         self._pid = os.getpid()
@@ -275,7 +308,8 @@ class AsyncLoop:
         with self._mutex():
             run = self._run
             if run is None or run.stopping or not run.alive():
-                run = LoopRun(self._dataset)
+                peers = tuple(LoopRun(self._dataset, f"{ASYNC_THREAD_NAME}-{j}") for j in range(1, self._loops))
+                run = LoopRun(self._dataset, peers=peers)
                 run.start()
                 self._run = run
             return run

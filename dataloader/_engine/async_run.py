@@ -24,7 +24,9 @@ list of ``(pos, ok, value)`` (without a transform, all of them: one wake-up a ba
 ``STOPPED`` (``sink`` None) the feed claims no more and cancelled its batches (``stop``).
 
 Every method of ``Feed`` and ``BatchRun`` after their construction runs on the loop thread
-only, so their state needs no lock.
+only, so their state needs no lock.  With ``event_loops > 1`` that is the home loop: a lane
+awaits an item routed to another loop through a home-loop future (``async_spread``), and
+nothing else changes.
 """
 
 from __future__ import annotations
@@ -123,11 +125,18 @@ class Feed:
         goes out in the same step as the last one's end); ends when none is left, or after a
         cancellation (``fill`` starts another where items wait)."""
         task = asyncio.current_task()
+        spread = self.owner.spread  # event_loops > 1: items awaited on their own loop (async_spread)
         try:
             while (got := self._next()) is not None:
                 run, pos, aw = got
                 got = None
                 run.tasks[pos] = task
+                if spread is not None:
+                    try:
+                        aw = spread.route(run.key(pos), pos, aw)
+                    except RuntimeError as exc:  # its loop was closed (the loader was closed)
+                        run.ended_with(pos, False, exc)
+                        continue
                 self.in_flight += 1
                 try:
                     value = await aw
@@ -211,6 +220,11 @@ class BatchRun:
             if aw is not None:
                 return pos, aw
         return None
+
+    def key(self, pos: int) -> Any:
+        """The index that places the item at ``pos`` on a loop (``async_spread``): its own, or
+        the batch's first for a ``__getitems__`` batch."""
+        return self.indices[pos] if pos < len(self.indices) else pos
 
     def _awaitable(self, pos: int, method: str, arg: Any) -> Any:
         aw = None

@@ -87,7 +87,7 @@ class Engine:
         if options.is_async:  # an AsyncDataset: coroutines on a loop of its own
             from dataloader._engine.async_loop import AsyncLoop  # lazy: asyncio only for async datasets
 
-            self._async_loop = AsyncLoop(options.dataset)
+            self._async_loop = AsyncLoop(options.dataset, options.loop_count)
             finalizer_not_at_exit(owner, self._async_loop.stop_soon)  # each epoch keeps the loader
         self.plan = _plan(options, self._async_loop)
         self._lock_pid = os.getpid()

@@ -22,6 +22,7 @@ from dataloader._collation.default import default_collate, default_convert
 from dataloader._engine.autotune import AutoTuner, resolve_auto
 from dataloader._engine.error_policy import ErrorPolicy, error_policy
 from dataloader._engine.even import EVEN_MODES
+from dataloader._engine.event_loops import resolve_event_loops
 from dataloader._engine.plan import index_sources
 from dataloader._engine.seed import base_seed
 from dataloader._sampling.batch import BatchSampler
@@ -173,7 +174,9 @@ class EngineOptions:
     ``pool_workers`` (threads: ``"auto"``'s cap), ``window`` (batches
     in flight), ``tuner`` (``"auto"``), ``own_sampler`` (the loader's ``RandomSampler``,
     reseeded each epoch), ``auto_collation``, and ``index_sources`` (``plan.index_sources``).
-    ``even_batches`` (None, ``"drop"``, ``"pad"``) and ``process_group`` are public too.
+    ``even_batches`` (None, ``"drop"``, ``"pad"``), ``process_group`` and ``event_loops`` (as
+    given: ``"auto"`` stays ``"auto"``) are public too; ``loop_count`` is the number of event
+    loops resolved (``event_loops``; 1 for a dataset that is not an ``AsyncDataset``).
     """
 
     dataset: Any
@@ -207,6 +210,8 @@ class EngineOptions:
     index_sources: dict[str, Any]
     even_batches: str | None = None
     process_group: Any = None
+    event_loops: int | str = 1
+    loop_count: int = 1
 
     def public(self) -> dict[str, Any]:
         """The loader's public attributes, by name (``DataLoader`` sets each; ``seed`` is the
@@ -226,6 +231,7 @@ _PUBLIC = (
     "dataset", "num_workers", "prefetch_factor", "pin_memory", "timeout", "worker_init_fn", "persistent_workers",
     "in_order", "prefetch_depth", "item_concurrency", "transform", "on_error", "max_failures", "generator",
     "batch_size", "drop_last", "sampler", "batch_sampler", "collate_fn", "even_batches", "process_group",
+    "event_loops",
 )
 
 
@@ -237,7 +243,7 @@ def resolve(
     persistent_workers: bool = False, in_order: bool = True, prefetch_depth: int | str = DEFAULT_PREFETCH_DEPTH,
     item_concurrency: int = 1, transform: Callable[[Any], Any] | None = None, seed: int | None = None,
     on_error: str = "raise", max_failures: int | float | None = None,
-    even_batches: str | None = None, process_group: Any = None,
+    even_batches: str | None = None, process_group: Any = None, event_loops: int | str = 1,
 ) -> EngineOptions:
     """``DataLoader``'s arguments (same names and meaning) checked and resolved, in PyTorch's
     order of checks.
@@ -260,6 +266,7 @@ def resolve(
         if fn is not None and not callable(fn):
             raise TypeError(f"{name} must be callable or None, got {type(fn).__name__}")
     is_async = check_dataset_kind(dataset)  # an AsyncDataset: coroutines on the engine's event loop
+    loop_count = resolve_event_loops(event_loops, is_async, max(opts.num_workers, 1) * opts.item_concurrency)
     if not iterable and not hasattr(dataset, "__getitem__"):
         raise TypeError(
             f"dataset must be map-style (define __getitem__) or an IterableDataset, got {type(dataset).__name__}"
@@ -283,7 +290,7 @@ def resolve(
         iterable=iterable, is_async=is_async, pool_workers=opts.num_workers, window=opts.window, tuner=tuner,
         own_sampler=sampling.own_sampler, auto_collation=sampling.auto_collation,
         index_sources=index_sources(dataset, iterable, sampling.auto_collation, sampling.sampler, sampling.batch_sampler),
-        even_batches=even_batches, process_group=process_group,
+        even_batches=even_batches, process_group=process_group, event_loops=event_loops, loop_count=loop_count,
     )
 
 

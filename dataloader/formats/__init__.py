@@ -15,6 +15,10 @@ batch, its format and indices mapping kept) and ``datasets.IterableDataset`` (sp
 ranks and workers as HF splits it, resumed through its ``state_dict``); ``DataLoader`` wraps
 either in them by itself.  ``datasets`` is imported only for an object of its own.
 
+``MixDataset`` mixes several datasets by weight (map-style sources: a map-style mix;
+``IterableDataset`` s: a ``MixStream``), each sample's source a pure function of
+``(seed, epoch, position)``; it needs NumPy only.
+
 Column types and nulls (``dataloader.formats._columns``): integers / floats / bool as their
 NumPy dtype ``(B,)``; timestamps / dates / durations as ``datetime64`` / ``timedelta64``; a
 fixed-size list of numbers ``(B, k)``; strings / binaries as ``object`` arrays of ``str`` /
@@ -28,11 +32,15 @@ from __future__ import annotations
 from dataloader.formats.arrow import ArrowDataset
 from dataloader.formats.hf import HFDataset
 from dataloader.formats.hf_stream import HFIterableDataset
+from dataloader.formats.mix import MixDataset
+from dataloader.formats.mix_stream import MixStream
 from dataloader.formats.parquet import ParquetDataset
 from dataloader.formats.tar import TarShardDataset
 
-__all__ = ["ArrowDataset", "HFDataset", "HFIterableDataset", "ParquetDataset", "TarShardDataset"]
+__all__ = [
+    "ArrowDataset", "HFDataset", "HFIterableDataset", "MixDataset", "MixStream", "ParquetDataset", "TarShardDataset",
+]
 
-for _obj in (ArrowDataset, HFDataset, HFIterableDataset, ParquetDataset, TarShardDataset):
+for _obj in (ArrowDataset, HFDataset, HFIterableDataset, MixDataset, MixStream, ParquetDataset, TarShardDataset):
     _obj.__module__ = __name__
 del _obj

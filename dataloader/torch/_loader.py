@@ -30,7 +30,7 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
     The one-line swap: ``from dataloader.torch import DataLoader``.  Arguments mean what they
     mean in torch and in :class:`dataloader.DataLoader` (which documents the keyword-only
     extras ``prefetch_depth``, ``item_concurrency``, ``transform``, ``seed``, ``even_batches``,
-    ``process_group``, ``on_error`` and ``max_failures``, passed on as they are; ``failures`` lists
+    ``process_group``, ``on_error``, ``max_failures`` and ``event_loops``, passed on as they are; ``failures`` lists
     the items an error policy skipped or replaced).  torch's
     public attributes read as torch's do (``sampler`` and ``batch_sampler`` are torch's
     samplers, ``prefetch_factor`` is 2 with workers, ``worker_init_fn`` the user's), so a
