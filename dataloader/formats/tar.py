@@ -143,10 +143,18 @@ class TarShardDataset(IterableDataset):
         stream = TarStream(self._source, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
                            (self.seed, epoch, slot), self.on_error, self._skipped, saved)
         self._stream = (where, stream)
-        yield from stream
+        try:
+            yield from stream
+        finally:
+            if not stream.done and self._stream is not None and self._stream[1] is stream:
+                self._stream = None  # abandoned (a peek, a break): the next __iter__ starts anew
 
     def state_dict(self) -> dict[str, Any]:
-        """This iterator's position (see the class), or ``{"stream": None}`` before it starts."""
+        """This iterator's position (see the class): where the next ``__iter__`` goes on from a
+        loaded state not iterated yet; ``{"stream": None}`` before an iteration starts or after
+        one was abandoned unfinished (closed, or dropped as after ``next(iter(ds))``)."""
+        if self._resume is not None:
+            return copy.deepcopy(self._resume)
         current = self._stream
         if current is None:
             return {"version": _STATE_VERSION, "stream": None}
@@ -199,7 +207,10 @@ def _expand(shards: ShardsArg) -> tuple[str, ...]:
     for s in shards:
         if not isinstance(s, (str, os.PathLike)):
             raise TypeError(f"a shard must be a str or os.PathLike, got {type(s).__name__} {s!r}")
-        out.extend(expand_braces(os.fspath(s)))
+        names = expand_braces(os.fspath(s))
+        if "" in names:  # else a FileNotFoundError for '' once a worker reaches it
+            raise ValueError(f"shard {os.fspath(s)!r} is or expands to an empty name")
+        out.extend(names)
     if not out:
         raise ValueError("TarShardDataset needs at least one shard, got an empty list")
     return tuple(out)
