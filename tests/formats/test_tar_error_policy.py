@@ -151,3 +151,14 @@ def test_a_fraction_limit_counts_samples_yielded_plus_failures_as_seen(tmp_path)
         run(0.7)
     # judged from the 10th failure on (FRACTION_MIN_FAILURES), so at the 4th batch
     assert (info.value.failed, info.value.seen) == (12, 16)
+
+
+@pytest.mark.timeout(60)
+def test_the_torch_face_passes_the_policy_to_the_shards(tmp_path):
+    pytest.importorskip("torch", reason="dataloader.torch needs torch (absent on 3.13t)")
+    from dataloader.torch import DataLoader as TorchLoader
+
+    names, keys, bad = _shards(tmp_path)
+    loader = TorchLoader(TarShardDataset(names), batch_size=2, num_workers=2, collate_fn=list, on_error="skip")
+    assert sorted(_keys(loader)) == sorted(keys)
+    assert {r.location for r in loader.failures} == bad and loader.stats.failed == 2
