@@ -162,3 +162,29 @@ def test_the_torch_face_passes_the_policy_to_the_shards(tmp_path):
     loader = TorchLoader(TarShardDataset(names), batch_size=2, num_workers=2, collate_fn=list, on_error="skip")
     assert sorted(_keys(loader)) == sorted(keys)
     assert {r.location for r in loader.failures} == bad and loader.stats.failed == 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [1, 3, 4])
+def test_workers_reporting_at_once_lose_no_failure_and_agree_with_0_workers(tmp_path, num_workers):
+    shards, keys = [], []
+    for s in range(12):  # good and junk shards interleaved: every worker meets failures
+        if s % 3 == 1:
+            path = tmp_path / f"junk{s}.tar"
+            path.write_bytes(b"junk" * 300)
+            shards.append(str(path))
+        else:
+            shards.append(str(write_tar(tmp_path / f"g{s}.tar", sample_members(range(s * 10, s * 10 + 3)))))
+            keys += [f"{k:06d}" for k in range(s * 10, s * 10 + 3)]
+
+    def run(workers):
+        loader = DataLoader(TarShardDataset(shards, shuffle_shards=True, seed=3), batch_size=2,
+                            num_workers=workers, collate_fn=list, on_error="skip", max_failures=4)
+        got = _keys(loader)
+        return sorted(got), sorted((r.index, r.location) for r in loader.failures), loader.stats.failed
+
+    got, records, failed = run(num_workers)
+    assert got == sorted(keys) and failed == 4
+    assert (got, records, failed) == run(0)
+    order = TarShardDataset(shards, shuffle_shards=True, seed=3).shard_order(0)
+    assert all(order[i] == loc and "junk" in loc for i, loc in records)
