@@ -117,10 +117,15 @@ class DataLoader(LoaderPosition, Generic[T_co]):
             is at fault), and interrupts (Ctrl-C, ``sys.exit()``) pass as always.  Output
             is the same for any ``num_workers``, ``prefetch_depth`` and
             ``item_concurrency``; failures are listed in ``failures`` and counted in
-            ``stats``.  ``"skip"``/``"replace"`` are refused for an ``IterableDataset``.
+            ``stats``.  An ``IterableDataset`` takes ``"skip"`` only when it skips its own
+            bad units and says so with ``set_failure_sink(sink)`` (``TarShardDataset``: a
+            bad shard is a failure; docs/usage.md, "Streams under the error policy"); else
+            ``"skip"`` is refused, and ``"replace"`` always (a stream has no index to draw
+            a substitute from).
         max_failures: the most failures an epoch may have under ``"skip"``/``"replace"``:
             an int (a count; 0 allows none), or a float in ``(0, 1)`` (a fraction of the
-            items of the batches returned so far, judged from the 10th failure on).
+            items of the batches returned so far, judged from the 10th failure on; for a
+            stream, items seen = samples yielded + failures).
             None: 0.1 (10%) under ``"skip"``/``"replace"``; must be None under ``"raise"``.
             Past it, ``next()`` raises ``TooManyFailures`` and the epoch ends.
         even_batches: equal steps on every rank for an ``IterableDataset`` sharded across

@@ -316,6 +316,13 @@ class StreamBatcher(Builder):
         self._drop_last = drop_last
 
     def _build(self, stream: Stream, rec: Recorder) -> Any:
+        items = self._take(stream)
+        if type(items) is not list:
+            return items
+        return self._finish(items, rec)
+
+    def _take(self, stream: Stream) -> Any:
+        """The next batch's items (a list), or the stream's ``Failure``, or ``END``."""
         if stream.failure is not None:
             failure, stream.failure = stream.failure, None
             return failure
@@ -332,6 +339,10 @@ class StreamBatcher(Builder):
             stream.ended = True
             if not items or (self._drop_last and self._batch_size is not None):
                 return END
+        return items
+
+    def _finish(self, items: list[Any], rec: Recorder) -> Any:
+        """``items`` transformed and collated (timed into ``rec``)."""
         rec.fetched()
         if self._transform is not None:
             items = [self._transform(item) for item in items]

@@ -47,6 +47,7 @@ from dataloader._engine.resume import EpochResume, Progress, Resumer
 from dataloader._engine.resume_checks import Layout
 from dataloader._engine.seek import SeekTarget, seek_state
 from dataloader._engine.stats import EpochStats, LoaderStats
+from dataloader._engine.stream_policy import report_failure
 
 if TYPE_CHECKING:
     from dataloader._engine.async_loop import AsyncLoop
@@ -89,6 +90,8 @@ class Engine:
 
             self._async_loop = AsyncLoop(options.dataset, options.loop_count)
             finalizer_not_at_exit(owner, self._async_loop.stop_soon)  # each epoch keeps the loader
+        if options.policy is not None and options.iterable:  # a stream that skips its own bad units
+            options.dataset.set_failure_sink(report_failure)
         self.plan = _plan(options, self._async_loop)
         self._lock_pid = os.getpid()
         self._lock = threading.Lock()

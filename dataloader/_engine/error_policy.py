@@ -69,16 +69,21 @@ class ErrorPolicy:
         return f"max_failures={fraction:.6g}"  # np.float32(0.2) reads 0.2, not 0.20000000298023224
 
 
-def error_policy(on_error: object, max_failures: object, iterable: bool) -> ErrorPolicy | None:
+def error_policy(
+    on_error: object, max_failures: object, iterable: bool, skips_own: bool = False
+) -> ErrorPolicy | None:
     """``on_error`` and ``max_failures`` checked: None for ``"raise"`` (no policy: the engine
-    as it always was), else the ``ErrorPolicy``.
+    as it always was), else the ``ErrorPolicy``.  ``skips_own``: the ``IterableDataset``
+    declares the failure-sink protocol (``dataloader._engine.stream_policy``), so it takes
+    ``"skip"``.
 
     Raises:
         TypeError: ``on_error`` is not a str; ``max_failures`` is not None, an int or a float
             (a bool is refused).
         ValueError: ``on_error`` is not one of ``ON_ERROR``; ``max_failures`` is a negative int,
             a float outside ``(0, 1)``, or given with ``on_error="raise"``; ``"skip"`` or
-            ``"replace"`` with an ``IterableDataset`` (its items have no index to narrow to).
+            ``"replace"`` with an ``IterableDataset`` (its items have no index to narrow to),
+            but ``"skip"`` with one that ``skips_own``.
     """
     if not isinstance(on_error, str):
         raise TypeError(f"on_error must be one of {ON_ERROR}, got {type(on_error).__name__} {on_error!r}")
@@ -90,10 +95,14 @@ def error_policy(on_error: object, max_failures: object, iterable: bool) -> Erro
             raise ValueError(f"max_failures={max_failures!r} needs on_error='skip' or 'replace' "
                              "(with on_error='raise' the first failure is raised)")
         return None
-    if iterable:
-        raise ValueError(f"on_error={on_error!r} needs a map-style dataset: an IterableDataset's items have no "
-                         "index to skip or replace; handle its errors inside its __iter__ (a "
-                         "TarShardDataset takes its own on_error='skip': a bad shard is skipped)")
+    if iterable and on_error == "replace":
+        raise ValueError("on_error='replace' needs a map-style dataset: a stream's items have no index to "
+                         "draw a substitute from, so its batches could not keep their size; use on_error='skip' "
+                         "with a stream that skips its own bad units (set_failure_sink: TarShardDataset)")
+    if iterable and not skips_own:
+        raise ValueError(f"on_error={on_error!r} needs a map-style dataset or an IterableDataset that skips its "
+                         "own bad units (a method set_failure_sink, as TarShardDataset has): this one's items "
+                         "have no index to skip; handle its errors inside its __iter__")
     if max_failures is None:
         fraction = DEFAULT_MAX_FAILURE_FRACTION
     return ErrorPolicy(on_error, count, fraction)

@@ -36,9 +36,12 @@ class FailureRecord(NamedTuple):
     Attributes:
         epoch: the epoch number (0 for the first ``iter(loader)``).
         index: the item's index in the dataset (a substitute's own index when a substitute
-            failed too).
+            failed too); for a stream that reports its own bad units (``set_failure_sink``,
+            ``dataloader._engine.stream_policy``) the unit's number (``TarShardDataset``: the
+            shard's place in the epoch's shard order), or -1 where it has none.
         location: where the item is (a file path, a URL with its credentials redacted, an
-            object key) when the dataset tells (``dataset.location(index) -> str | None``), else None.
+            object key) when the dataset tells (``dataset.location(index) -> str | None``; a
+            stream: what it reported, a ``TarShardDataset`` its shard), else None.
         exc_type: the exception's class.
         message: ``str()`` of the exception, cut to 300 characters.
     """

@@ -21,6 +21,7 @@ from dataloader._datasets.kind import check_dataset_kind
 from dataloader._collation.default import default_collate, default_convert
 from dataloader._engine.autotune import AutoTuner, resolve_auto
 from dataloader._engine.error_policy import ErrorPolicy, error_policy
+from dataloader._engine.stream_policy import accepts_failure_sink
 from dataloader._engine.even import EVEN_MODES
 from dataloader._engine.event_loops import resolve_event_loops
 from dataloader._engine.plan import index_sources
@@ -271,7 +272,7 @@ def resolve(
         raise TypeError(
             f"dataset must be map-style (define __getitem__) or an IterableDataset, got {type(dataset).__name__}"
         )
-    policy = error_policy(on_error, max_failures, iterable)
+    policy = error_policy(on_error, max_failures, iterable, iterable and accepts_failure_sink(dataset))
     if policy is not None and policy.on_error == "replace" and not hasattr(dataset, "__len__"):
         raise TypeError(f"on_error='replace' draws substitutes from range(len(dataset)): "
                         f"{type(dataset).__name__} has no __len__ (use on_error='skip')")

@@ -32,6 +32,7 @@ from dataloader._engine.policed import PolicedEpoch, PolicedSequentialEpoch
 from dataloader._engine.pool import WorkerPool, WorkerSetup
 from dataloader._engine.recover import WatchedItems, policy_builder
 from dataloader._engine.resume import EpochResume, Progress, skip_items, stateful
+from dataloader._engine.stream_policy import PolicedStreamBatcher
 from dataloader._engine.stream_state import StatefulStreamItems, StreamSnapshots
 from dataloader._engine.stats import EpochStats
 from dataloader._sampling.base import ChunkedSampler
@@ -230,7 +231,9 @@ class EpochPlan:
         self, setup: WorkerSetup, epoch_key: tuple[int, int], stats: EpochStats, resume: EpochResume,
         sequential: bool,
     ) -> _Parts:
-        batcher = StreamBatcher(self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
+        # skip: the failures the stream reports while a batch is taken are that batch's (stream_policy)
+        batcher = (StreamBatcher if self.policy is None else PolicedStreamBatcher)(
+            self.batch_size, self.drop_last, self.collate_fn, self.transform, epoch_key)
         if self.num_workers and stateful(self.dataset):
             source: StreamItems = StatefulStreamItems(
                 self.dataset, batcher, setup, self.num_workers, resume.streams, stats, yielded=resume.yielded,

@@ -93,6 +93,7 @@ class CachedDataset(Dataset[Any]):
         FileNotFoundError: ``path``'s directory does not exist.
         OSError: on use, the temporary file cannot be created or allocated whole (e.g. a
             full disk: ``posix_fallocate``).
+        IsADirectoryError: ``path`` is a directory.
     """
 
     accepts_index_arrays = True
@@ -115,6 +116,9 @@ class CachedDataset(Dataset[Any]):
         folder = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"CachedDataset: the directory of {self.path!r} does not exist")
+        if os.path.isdir(self.path):  # else found only at the rename, after a whole epoch
+            raise IsADirectoryError(f"CachedDataset: path {self.path!r} is a directory; give the cache file's name "
+                                    f"(e.g. {os.path.join(self.path, 'cache.ndf')!r})")
         self._dtypes = dtypes
         self._lock = threading.Lock()
         self._slots: RowSlots | None = None

@@ -27,7 +27,9 @@ Errors: a shard that is not a tar (or a compressed tar), or is cut short, raises
 from __future__ import annotations
 
 import re
+import sys
 import tarfile
+import tarfile as tarfile_module
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +39,19 @@ __all__ = ["ShardReadError", "shard_samples", "split_key"]
 
 _KEY = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 _SKIP_META = re.compile(r"__[^/]*__($|/)")
+# The header error of a zero block, a tar's end marker (the other ``HeaderError`` kinds, which
+# typeshed does not declare either, are an empty, truncated or invalid header).
+_END_BLOCK: type[Exception] = getattr(tarfile, "EOFHeaderError")  # noqa: B009
+
+
+_READ_ERRORS = (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError)
+
+
+def _is_http_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``http.client``'s (``IncompleteRead`` of a chunked body cut short, ...):
+    not an ``OSError``, and only raised once an HTTP shard has imported ``http.client``."""
+    client = sys.modules.get("http.client")
+    return client is not None and isinstance(exc, client.HTTPException)
 
 
 class ShardReadError(Exception):
@@ -60,7 +75,29 @@ class ShardReadError(Exception):
             return kind(f"{where}: {text}")
         if isinstance(cause, ValueError):
             return ValueError(f"{where}: {text}")
+        if _is_http_error(cause):
+            return ValueError(f"{where}: HTTP response cut short or malformed ({type(cause).__name__}: {text})")
         return RuntimeError(f"{where}: {type(cause).__name__}: {text}")
+
+
+class _CheckedInfo(tarfile.TarInfo):
+    """A ``TarInfo`` whose reading refuses a stream that ends without the end marker.
+
+    ``tarfile`` ends an archive quietly at a header that is missing, cut or invalid after the
+    first member: a shard cut at (or inside) a member header, or with a corrupt header, would
+    lose its later samples without an error.  Only a zero block (the end marker) ends it here.
+    """
+
+    @classmethod
+    def fromtarfile(cls, tarfile: tarfile.TarFile) -> _CheckedInfo:
+        try:
+            return super().fromtarfile(tarfile)
+        except tarfile_module.HeaderError as exc:
+            if isinstance(exc, _END_BLOCK) or tarfile.offset == 0:
+                raise  # the end marker, or the first header (tarfile names that one itself)
+            raise tarfile_module.ReadError(
+                f"no valid member header at byte {tarfile.offset} ({exc}): cut short or corrupt"
+            ) from exc
 
 
 def split_key(name: str) -> tuple[str, str] | None:
@@ -105,7 +142,7 @@ def shard_samples(open_shard: Callable[[str], Any], name: str, local_path: str |
         raise ShardReadError(name, 0, exc) from exc
     try:
         sample: dict[str, Any] | None = None
-        with tarfile.open(fileobj=fileobj, mode="r|*") as stream:
+        with tarfile.open(fileobj=fileobj, mode="r|*", tarinfo=_CheckedInfo) as stream:
             for member, data in _members(stream):
                 parts = split_key(member)
                 if parts is None:
@@ -123,7 +160,9 @@ def shard_samples(open_shard: Callable[[str], Any], name: str, local_path: str |
                 sample[ext] = data
         if sample is not None:
             yield sample
-    except (tarfile.TarError, EOFError, OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _READ_ERRORS) and not _is_http_error(exc):
+            raise
         raise ShardReadError(name, ordinal, exc) from exc
     finally:
         fileobj.close()

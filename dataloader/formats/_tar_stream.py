@@ -15,13 +15,15 @@ exactly the uninterrupted stream's rest.
 Errors (``on_error``): ``"raise"``: the shard's error (``ValueError`` or ``OSError`` naming it,
 see ``_tar_read``) ends this stream, and the position says so (``done``), so a resumed run ends
 there too; ``"skip"``: the rest of the failing shard is dropped, the failure recorded in
-``skipped``, and reading goes on with the next shard.
+``skipped``, and reading goes on with the next shard.  Before either, the error is offered to
+``report`` (the loader's ``on_error="skip"``, ``dataloader._engine.stream_policy``): when it
+takes it, the shard is skipped (and recorded in ``skipped``) whatever ``on_error`` says.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dataloader.formats._shard_open import ShardSource
@@ -71,6 +73,9 @@ class TarStream:
         on_error: ``"raise"`` or ``"skip"`` (see the module).
         skipped: where skipped shards are recorded.
         resume: a ``state()`` of the same stream, or None.
+        report: ``report(position, name, exc) -> bool``: a shard error offered to the loader's
+            ``on_error="skip"`` first (True: taken, the shard is skipped whatever ``on_error``
+            says), or None.
 
     Thread-safety: iterated on one thread; ``state()`` is read on that thread between samples.
     """
@@ -78,8 +83,10 @@ class TarStream:
     def __init__(
         self, source: ShardSource, names: Sequence[str], buffer_size: int, key: Sequence[int],
         on_error: str, skipped: SkipLog, resume: dict[str, Any] | None,
+        report: Callable[[int, str, Exception], bool] | None = None,
     ) -> None:
         self._source, self._names, self._on_error, self._skipped = source, list(names), on_error, skipped
+        self._report = report
         self._buffer = ShuffleBuffer(buffer_size, key) if buffer_size >= 2 else None
         self._resume = resume
         self.shard, self.offset, self.done = 0, 0, False
@@ -154,7 +161,12 @@ class TarStream:
                 yield ordinal, sample
         except ShardReadError as err:
             shown = err.named()
-            if self._on_error == "raise" or err.ordinal < skip:
+            if err.ordinal < skip:  # the shard changed since the state was saved: no skip hides that
+                self.done = True
+                raise shown from err.cause
+            shown.__cause__ = err.cause
+            taken = self._report is not None and self._report(pos, name, shown)
+            if not taken and self._on_error == "raise":
                 self.done = True
                 raise shown from err.cause
             self._skipped.add(name, str(shown))

@@ -32,10 +32,16 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+from dataloader import _context
 from dataloader._context import get_worker_info, set_worker
 from dataloader._datasets.base import IterableDataset
 
 __all__ = ["HFIterableDataset"]
+
+# The loader's epoch of the iteration a state was taken in, added to HF's state dict: a state
+# of another epoch (a save at an epoch boundary holds the ended epoch's last position) is
+# not resumed, the next epoch starts at its beginning (as TarShardDataset's states do).
+EPOCH_KEY = "dataloader_epoch"
 
 
 class HFIterableDataset(IterableDataset):
@@ -81,6 +87,7 @@ class HFIterableDataset(IterableDataset):
         self.world_size = world_size
         self._stream: Any = None  # the copy this object iterates (set by __iter__)
         self._start: Any = None  # a state for the next __iter__ (load_state_dict)
+        self._epoch: int | None = None  # the loader's epoch of that iteration (None: outside one)
 
     def __repr__(self) -> str:
         split = "" if self.rank is None else f", rank={self.rank}, world_size={self.world_size}"
@@ -88,13 +95,21 @@ class HFIterableDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         part = self._worker_part()
-        self._stream = part
         if part is None:
+            self._stream, self._start = None, None
             return iter(())
-        if self._start is not None:
-            part.load_state_dict(self._start)
-            self._start = None
-        return _examples(part)
+        return self._started(part)
+
+    def _started(self, part: Any) -> Iterator[Any]:
+        """``part``'s examples, from the loaded state when it is of this epoch (read when the
+        first example is asked for: the loader sets the epoch while it builds a batch)."""
+        key = _context.thread_state().epoch_key
+        self._epoch = None if key is None else key[1]
+        start, self._start = self._start, None
+        if start is not None and start.get(EPOCH_KEY, self._epoch) == self._epoch:
+            part.load_state_dict({k: v for k, v in start.items() if k != EPOCH_KEY})
+        self._stream = part
+        yield from _examples(part)
 
     def _worker_part(self) -> Any:
         """This worker's copy of the dataset: its shards (None: no shard for it) or the whole."""
@@ -107,18 +122,21 @@ class HFIterableDataset(IterableDataset):
         return mine.shard(num_shards=info.num_workers, index=info.id, contiguous=False)
 
     def state_dict(self) -> dict[str, Any]:
-        """HF's ``state_dict()`` of the copy being iterated (before that: of the dataset, or
-        the state loaded and not yet used)."""
-        if self._stream is not None:
-            state: dict[str, Any] = self._stream.state_dict()
-            return state
+        """HF's ``state_dict()`` of the copy being iterated, plus the loader's epoch of that
+        iteration (``EPOCH_KEY``) inside a loader; a state loaded and not yet used; before
+        either, the dataset's."""
         if self._start is not None:
             return copy.deepcopy(self._start)
+        if self._stream is not None:
+            state: dict[str, Any] = self._stream.state_dict()
+            return state if self._epoch is None else {**state, EPOCH_KEY: self._epoch}
         initial: dict[str, Any] = self.dataset.state_dict()
         return initial
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Start the next ``iter()`` from HF's ``state`` (``state_dict()``'s result).
+        """Start the next ``iter()`` from HF's ``state`` (``state_dict()``'s result; one taken
+        in another epoch of a loader than the one iterating next is not resumed: that epoch
+        starts at its beginning).
 
         Raises:
             TypeError: ``state`` is not a dict.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from dataloader.io._redact import redact
 __all__ = ["TarShardDataset"]
 
 ShardsArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+FailureSink = Callable[[int, str | None, BaseException], bool]
 _STATE_VERSION = 1
 
 
@@ -53,8 +55,9 @@ class TarShardDataset(IterableDataset):
         on_error: ``"raise"``: a shard that is missing, not a tar or cut short raises
             (``ValueError`` / ``OSError`` naming the shard, redacted, and the sample reached)
             and ends that worker's stream; ``"skip"``: the shard's remaining samples are dropped,
-            the shard recorded in ``skipped_shards``, and reading goes on.  The loader's own
-            ``on_error`` does not apply to an ``IterableDataset``.
+            the shard recorded in ``skipped_shards``, and reading goes on.  Inside a
+            ``DataLoader(..., on_error="skip")`` the loader's policy wins: a bad shard is
+            skipped whatever this says, and reported as the loader's failure (see below).
         timeout_s: seconds an HTTP connection or read may block (> 0).
 
     Splitting: epoch ``e``'s shard order is cut into ``world_size * num_workers`` strided slots
@@ -73,13 +76,21 @@ class TarShardDataset(IterableDataset):
     from its start (and, for buffered samples from earlier shards, those up to the sample
     needed) and continues exactly as the uninterrupted run.
 
+    Under the loader's error policy (``DataLoader(ds, on_error="skip", max_failures=...)``; the
+    loader calls ``set_failure_sink``): a bad shard's remaining samples are dropped and the shard
+    appears in ``loader.failures`` as a ``FailureRecord`` (``index``: the shard's place in the
+    epoch's ``shard_order``; ``location``: the shard, redacted; the ``ValueError``/``OSError``
+    above), counted in ``loader.stats`` (``failed``, ``skipped``: one per shard) and in the
+    loader's state, and ``max_failures`` applies (a fraction of samples yielded + shards failed).
+    The shard is also listed in ``skipped_shards``.  ``on_error="replace"`` is refused for a stream.
+
     Raises:
         TypeError / ValueError: at construction, for a bad argument (named), an empty shard
             list or a bad brace pattern.
         ValueError: from ``load_state_dict`` or iteration, a state of another layout.
 
     Thread-safety: each loader worker iterates its own shallow copy; ``skipped_shards`` is
-    shared and locked.  Pickles (an obstore store given as ``store=`` must pickle too).
+    shared and locked; the failure sink is called on the iterating thread.  Pickles (an obstore store given as ``store=`` must pickle too).
     """
 
     def __init__(
@@ -102,6 +113,7 @@ class TarShardDataset(IterableDataset):
         self._epoch = 0
         self._resume: dict[str, Any] | None = None
         self._stream: tuple[dict[str, Any], TarStream] | None = None
+        self._sink: FailureSink | None = None
 
     def __repr__(self) -> str:
         first = redact(self.shards[0])
@@ -113,6 +125,18 @@ class TarShardDataset(IterableDataset):
         """``(shard, message)`` of each shard skipped under ``on_error="skip"`` (redacted), in
         the order the workers met them."""
         return self._skipped.entries()
+
+    def set_failure_sink(self, sink: FailureSink | None) -> None:
+        """The loader's failure sink (its ``on_error="skip"``; ``dataloader._engine.stream_policy``):
+        a shard error is offered to ``sink(shard number in the epoch's order, shard redacted,
+        exception)`` first, and the shard skipped when it returns True; None: no sink.
+
+        Raises:
+            TypeError: ``sink`` is neither callable nor None.
+        """
+        if sink is not None and not callable(sink):
+            raise TypeError(f"sink must be callable or None, got {type(sink).__name__}")
+        self._sink = sink
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch of iterations outside a loader (int >= 0; a loader's epoch wins inside it)."""
@@ -140,13 +164,23 @@ class TarShardDataset(IterableDataset):
                  "shuffle_shards": self.shuffle_shards, "shuffle_buffer": self.shuffle_buffer,
                  "world_size": self.world_size, "rank": self.rank, "num_workers": workers, "worker": worker}
         saved = _position(resume, where)
+        sink = self._sink
+        report = None if sink is None else functools.partial(_offer, sink, slot, slots)
         stream = TarStream(self._source, self.shard_order(epoch)[slot::slots], self.shuffle_buffer,
-                           (self.seed, epoch, slot), self.on_error, self._skipped, saved)
+                           (self.seed, epoch, slot), self.on_error, self._skipped, saved, report)
         self._stream = (where, stream)
-        yield from stream
+        try:
+            yield from stream
+        finally:
+            if not stream.done and self._stream is not None and self._stream[1] is stream:
+                self._stream = None  # abandoned (a peek, a break): the next __iter__ starts anew
 
     def state_dict(self) -> dict[str, Any]:
-        """This iterator's position (see the class), or ``{"stream": None}`` before it starts."""
+        """This iterator's position (see the class): where the next ``__iter__`` goes on from a
+        loaded state not iterated yet; ``{"stream": None}`` before an iteration starts or after
+        one was abandoned unfinished (closed, or dropped as after ``next(iter(ds))``)."""
+        if self._resume is not None:
+            return copy.deepcopy(self._resume)
         current = self._stream
         if current is None:
             return {"version": _STATE_VERSION, "stream": None}
@@ -165,6 +199,12 @@ class TarShardDataset(IterableDataset):
         if state.get("version") != _STATE_VERSION or "stream" not in state:
             raise ValueError(f"not a TarShardDataset state (version {_STATE_VERSION}): keys {sorted(state)}")
         self._resume = copy.deepcopy(state)
+
+
+def _offer(sink: FailureSink, slot: int, slots: int, pos: int, name: str, exc: Exception) -> bool:
+    """A shard error offered to the loader's sink: the shard's number in the epoch's order (this
+    worker's ``pos``-th shard is ``slot + pos * slots``) and its redacted name."""
+    return bool(sink(slot + pos * slots, redact(name), exc))
 
 
 def _position(resume: dict[str, Any] | None, where: dict[str, Any]) -> dict[str, Any] | None:
@@ -199,7 +239,10 @@ def _expand(shards: ShardsArg) -> tuple[str, ...]:
     for s in shards:
         if not isinstance(s, (str, os.PathLike)):
             raise TypeError(f"a shard must be a str or os.PathLike, got {type(s).__name__} {s!r}")
-        out.extend(expand_braces(os.fspath(s)))
+        names = expand_braces(os.fspath(s))
+        if "" in names:  # else a FileNotFoundError for '' once a worker reaches it
+            raise ValueError(f"shard {os.fspath(s)!r} is or expands to an empty name")
+        out.extend(names)
     if not out:
         raise ValueError("TarShardDataset needs at least one shard, got an empty list")
     return tuple(out)

@@ -104,3 +104,14 @@ def test_bad_arguments_are_clear_errors():
         HFIterableDataset(_stream(), rank=2, world_size=2)
     with pytest.raises(TypeError, match="state must be the dict"):
         HFIterableDataset(_stream()).load_state_dict([1])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_saved_at_an_epoch_boundary_resumes_a_whole_next_epoch(num_workers):
+    loader = DataLoader(_stream(), batch_size=3, num_workers=num_workers)
+    assert sorted(_ids(loader)) == list(range(N))
+    state = json.loads(json.dumps(loader.state_dict()))  # epoch 0 ended: epoch 1 is next
+    resumed = DataLoader(_stream(), batch_size=3, num_workers=num_workers)
+    resumed.load_state_dict(state)
+    assert sorted(_ids(resumed)) == list(range(N))  # not the ended epoch's last position (nothing left)

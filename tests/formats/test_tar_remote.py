@@ -128,3 +128,40 @@ def test_object_store_shards_give_the_samples_of_the_files(shards):
 def test_a_file_url_reads_the_local_file(tmp_path):
     shard = write_tar(tmp_path / "a.tar", sample_members([5]))
     assert [s["cls"] for s in TarShardDataset(f"file://{shard}")] == [b"5"]
+
+
+def _dying_server(body: bytes, chunked: bool) -> str:
+    """A 127.0.0.1 server that answers one GET with half of ``body`` (chunked, or under a
+    Content-Length of all of it) and closes the connection: a server dying mid-stream."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(GATE_WAIT_S)  # stops by itself if the client never comes
+
+    def answer() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(65536)
+                half = body[: len(body) // 2]
+                head = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % len(body)
+                part = b"%x\r\n%s\r\n1000\r\n" % (len(half), half) if chunked else half
+                conn.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"\r\n\r\n" + part)
+
+    threading.Thread(target=answer, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/d/half.tar"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_an_http_shard_whose_server_dies_mid_stream_is_named_never_short(tmp_path, chunked, on_error):
+    body = write_tar(tmp_path / "s.tar", sample_members(range(40))).read_bytes()
+    ds = TarShardDataset(_dying_server(body, chunked), on_error=on_error, timeout_s=10)
+    if on_error == "raise":
+        with pytest.raises(ValueError, match=r"tar shard 'http://127\.0\.0\.1:\d+/d/half\.tar', after \d+ sample"):
+            list(ds)
+    else:
+        assert 0 < len(list(ds)) < 40
+        [(shard, message)] = ds.skipped_shards
+        assert shard.endswith("/d/half.tar") and "after" in message

@@ -68,6 +68,13 @@ def test_bad_arguments_are_refused_naming_the_value(tmp_path):
         TarShardDataset("a.tar", timeout_s=0)
 
 
+@pytest.mark.parametrize("shards", ["", ["a.tar", ""], "{,x}"])
+def test_an_empty_shard_name_is_refused_at_construction_naming_the_pattern(shards):
+    with pytest.raises(ValueError, match="expands to an empty name"):
+        TarShardDataset(shards)
+    assert TarShardDataset("train{,-extra}.tar").shards == ("train.tar", "train-extra.tar")  # empty alternatives
+
+
 def _truncated(tmp_path):
     whole = write_tar(tmp_path / "whole.tar", sample_members(range(6))).read_bytes()
     cut = tmp_path / "cut.tar"
@@ -82,6 +89,21 @@ def test_a_truncated_shard_raises_naming_it_after_the_samples_before_the_cut(tmp
         for sample in TarShardDataset(str(cut)):
             got.append(sample["__key__"])
     assert got == ["000000", "000001", "000002"]
+
+
+@pytest.mark.parametrize("where", ["at a member header", "inside a header", "at a corrupt header"])
+def test_a_shard_cut_at_or_inside_a_header_or_with_a_corrupt_one_raises_instead_of_ending_short(tmp_path, where):
+    data = write_tar(tmp_path / "whole.tar", sample_members(range(5))).read_bytes()
+    at = 4 * 512 * 2  # the header of sample 2's first file (each file: a header and a data block)
+    cut = {"at a member header": data[:at], "inside a header": data[: at + 100],
+           "at a corrupt header": data[:at] + b"\x7f" * 512 + data[at + 512 :]}[where]
+    shard = tmp_path / "cut.tar"
+    shard.write_bytes(cut)
+    got = []
+    with pytest.raises(ValueError, match=rf"cut\.tar', after 1 sample\(s\).*at byte {at}"):
+        for sample in TarShardDataset(str(shard)):
+            got.append(sample["__key__"])
+    assert got == ["000000"]  # sample 1 is complete only once its successor's header is read
 
 
 def test_a_shard_that_is_not_a_tar_or_is_missing_is_named(tmp_path):

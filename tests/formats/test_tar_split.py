@@ -92,6 +92,39 @@ def test_resume_continues_exactly_where_the_uninterrupted_run_goes(tmp_path, num
     assert head + keys_of(resumed) == full[1]
 
 
+@pytest.mark.timeout(60)
+def test_a_state_saved_again_right_after_a_resume_resumes_at_the_same_place(tmp_path):
+    pattern = write_shards(tmp_path, 4, 5)
+
+    def loader():
+        return DataLoader(TarShardDataset(pattern, shuffle_buffer=3), batch_size=4, collate_fn=list)
+
+    full = keys_of(loader())
+    cut = loader()
+    it = iter(cut)
+    head = [s["__key__"] for _ in range(2) for s in next(it)]
+    resumed = loader()
+    resumed.load_state_dict(json_roundtrip(cut.state_dict()))
+    it = iter(resumed)  # started, nothing read: the loaded position is still the position
+    again = loader()
+    again.load_state_dict(json_roundtrip(resumed.state_dict()))
+    assert head + keys_of(again) == full
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_peek_at_the_dataset_is_not_resumed_by_a_state_saved_at_the_epochs_start(tmp_path, num_workers):
+    ds = TarShardDataset(write_shards(tmp_path, 4, 5), shuffle_buffer=3)
+    next(iter(ds))  # as docs/usage.md's example does, before making loaders
+    cut = DataLoader(ds, batch_size=4, num_workers=num_workers, collate_fn=list)
+    it = iter(cut)
+    state = json_roundtrip(cut.state_dict())
+    it.close()
+    resumed = DataLoader(ds, batch_size=4, num_workers=num_workers, collate_fn=list)
+    resumed.load_state_dict(state)
+    assert sorted(keys_of(resumed)) == [f"{k:06d}" for k in range(20)]
+
+
 def test_a_state_of_another_layout_is_refused(tmp_path):
     pattern = write_shards(tmp_path, 4, 2)
     ds = TarShardDataset(pattern, world_size=2, rank=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -328,3 +329,10 @@ def test_the_fingerprint_sees_the_values_of_array_likes(tmp_path):
     key = CachedDataset(Holder(Wrapped([1.0, 2.0])), tmp_path / "c.ndf").key
     assert CachedDataset(Holder(Wrapped([1.0, 2.0])), tmp_path / "c.ndf").key == key
     assert CachedDataset(Holder(Wrapped([1.0, 3.0])), tmp_path / "c.ndf").key != key
+
+
+def test_a_path_that_is_a_directory_is_refused_at_construction_not_after_the_epoch(tmp_path):
+    rows = Rows()
+    with pytest.raises(IsADirectoryError, match=re.escape(f"path {str(tmp_path)!r} is a directory")):
+        CachedDataset(rows, tmp_path)
+    assert rows.calls == 0  # nothing computed for a cache that could never be written
