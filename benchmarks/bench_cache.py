@@ -5,18 +5,20 @@ The transform: item ``i`` runs the W3 loop (500 steps of pure Python, ~30 µs) a
 ``(x, label)``: x a float64 array of 32 values, the label a float: the W2 row (32 features and
 one label, 264 bytes).  Two parts, each timed as interleaved contenders (every contender one
 epoch per round, the order rotated each round, ``--rounds`` rounds (3x as many for the short
-epochs 2) after one warm-up epoch each; the figure is the median), from ONE run, with 0 and 2
-workers:
+epochs 2+) after one warm-up timing each; the figure is the median), from ONE run, with 0 and 2
+workers.  Wall and CPU time (``time.process_time``: this process, all threads) are both
+reported: on a shared machine the CPU time is the steadier figure.
 
 - epoch 1 (``--items`` items, batch 64, shuffled, as W3): the uncached loader over the
   transform against a fresh ``CachedDataset`` (a new file each round) whose epoch computes the
   same items and writes the cache (the file's fsync and rename included);
-- epoch 2 (``--rows`` rows, batch 256, shuffled, as W2): ``NdfDataset`` over a W2 file of
+- epochs 2+ (``--rows`` rows, batch 256, shuffled, as W2): ``NdfDataset`` over a W2 file of
   ``--rows`` rows (written by ``NdfWriter``) against the complete cache of ``--rows`` items of
-  the transform (built once, beforehand).
+  the transform (built once, beforehand); one timing is ``--passes`` epochs (an epoch of
+  100,000 rows lasts ~15 ms: too short to time alone).
 
 Run: ``PYTHONPATH=. python benchmarks/bench_cache.py`` (``--items``, ``--rows``, ``--rounds``,
-``--dir`` for the files: default a temporary directory).  Prints the load average, one line
+``--passes``, ``--dir`` for the files: default a temporary directory).  Prints the load average, one line
 per contender (median seconds, items/s), the ratios and a JSON summary.  On a shared 2-core
 machine absolute figures move with other load: read the ratios.
 """
@@ -97,7 +99,7 @@ def first_epochs(items: int, folder: str, workers: int) -> dict[str, Callable[[]
     return {f"uncached, {workers} workers": uncached, f"CachedDataset epoch 1, {workers} workers": cached}
 
 
-def later_epochs(rows: int, folder: str, workers: int) -> dict[str, Callable[[], int]]:
+def later_epochs(rows: int, folder: str, workers: int, passes: int) -> dict[str, Callable[[], int]]:
     w2 = os.path.join(folder, "w2.ndf")
     if not os.path.exists(w2):
         rng = np.random.default_rng(0)
@@ -113,7 +115,7 @@ def later_epochs(rows: int, folder: str, workers: int) -> dict[str, Callable[[],
 
     def loader(ds: Dataset) -> Callable[[], int]:
         made = DataLoader(ds, batch_size=256, shuffle=True, num_workers=workers, seed=0)
-        return lambda: drain(made)
+        return lambda: sum(drain(made) for _ in range(passes))
 
     return {f"NdfDataset (W2 file), {workers} workers": loader(ndf),
             f"CachedDataset epoch 2+, {workers} workers": loader(cache)}
@@ -124,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=20_000)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--passes", type=int, default=20, help="epochs 2+ per timing")
     parser.add_argument("--dir", default=None)
     args = parser.parse_args(argv)
     print(f"{sys.version.split()[0]} {sys.implementation.name}"
@@ -133,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         for workers in (0, 2):
             first = interleaved(first_epochs(args.items, folder, workers), args.rounds)
-            later = interleaved(later_epochs(args.rows, folder, workers), 3 * args.rounds)  # short epochs
+            later = interleaved(later_epochs(args.rows, folder, workers, args.passes), 3 * args.rounds)
             for name, (s, cpu) in {**first, **later}.items():
-                n = args.items if name in first else args.rows
+                n = args.items if name in first else args.rows * args.passes
                 print(f"  {name}: {s:.3f} s ({cpu:.3f} s CPU), {n / s:,.0f} items/s", flush=True)
             (base, c1), (w2, c2) = first.values(), later.values()
             for k, what in enumerate(("wall", "cpu")):

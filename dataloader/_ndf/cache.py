@@ -2,9 +2,10 @@
 runs, and read back from it (at the file's native gather speed) once it is complete.
 
 Writing: the rows of a shuffled epoch arrive in the sampler's order, from several worker
-threads; they are written **by index into a preallocated file** (``_ndf/slots.RowSlots``:
-a batch's rows copied to their offsets in a mapping, the claimed flags under a lock), so row ``i`` of the
-file is item ``i`` and the finished file is a plain `.ndf` file (an ``NdfDataset`` reads it).
+threads; they are written **by index for a preallocated file** (``_ndf/slots.RowSlots``:
+a batch's rows copied to their places, in memory for a file up to 64 MiB, else in the file's
+mapping; the claimed flags under a lock), so row ``i`` of the file is item ``i`` and the
+finished file is a plain `.ndf` file (an ``NdfDataset`` reads it).
 The file appears under ``path`` only when every row is written (temporary name, a partial
 magic, fsync, atomic rename; ``RowSlots``' docstring).  Item forms and shapes:
 ``_ndf/cache_items.ItemSchema``; the key: ``_ndf/fingerprint.fingerprint``.
@@ -55,6 +56,10 @@ class CachedDataset(Dataset[Any]):
     ``DistributedSampler`` rank, a subset sampler) leaves the cache incomplete: the next epoch
     computes its items again and writes the rows still missing, until every row is written.
     ``fill()`` writes the missing rows at once (e.g. on one rank before the others start).
+
+    Memory while the cache is incomplete: a file of up to 64 MiB is built in memory (its
+    size, freed when it is written, once, in order, at completion); a larger one is written
+    in place through its mapping (one byte per item).
 
     Args:
         dataset: a map-style dataset (``__len__`` and ``__getitem__``; ``__getitems__`` is

@@ -59,3 +59,36 @@ def test_a_dropped_writer_removes_its_temporary_file(tmp_path):
     assert len(os.listdir(tmp_path)) == 1
     del slots
     assert os.listdir(tmp_path) == []
+
+
+def test_an_index_repeated_in_one_write_is_written_and_counted_once(tmp_path):
+    path = tmp_path / "r.ndf"
+    slots = RowSlots(path, _layout(4))
+    twice = np.array([2, 0, 2, 0], dtype=np.int64)
+    assert not slots.write(twice, _rows(twice))  # 2 rows: the file is not complete
+    assert slots.written == 2 and not path.exists()
+    assert list(slots.missing(np.arange(4, dtype=np.int64))) == [1, 3]
+    assert slots.write(np.array([3, 1, 1], dtype=np.int64), _rows(np.array([3, 1, 1])))
+    with NdfFile(path) as f:
+        x, y = f.read_rows(np.arange(4))
+    assert np.array_equal(x[:, 0], np.arange(4)) and np.array_equal(y[:, 0], 10 * np.arange(4))
+
+
+@pytest.mark.parametrize("in_order_copy", [True, False])
+def test_a_file_over_the_memory_bound_is_written_through_its_mapping_alike(tmp_path, monkeypatch,
+                                                                          in_order_copy):
+    import dataloader._ndf.slots as slots_module
+
+    monkeypatch.setattr(slots_module, "BUFFER_MAX_BYTES", 0)  # rows go to the file's mapping
+    if not in_order_copy:
+        monkeypatch.setattr(slots_module, "MMAP_AUTO_MAX_BYTES", 0)  # no copy in order: msync
+    path = tmp_path / "r.ndf"
+    slots = RowSlots(path, _layout(50))
+    order = np.random.default_rng(1).permutation(50).astype(np.int64)
+    assert not slots.write(order[:30], _rows(order[:30]))
+    assert [p for p in os.listdir(tmp_path) if p.endswith(".tmp")] and not path.exists()
+    assert slots.write(order[30:], _rows(order[30:]))
+    assert os.listdir(tmp_path) == ["r.ndf"]
+    with NdfFile(path) as f:
+        x, y = f.read_rows(np.arange(50))
+    assert np.array_equal(x[:, 1], -np.arange(50)) and np.array_equal(y[:, 0], 10 * np.arange(50))
