@@ -9,7 +9,7 @@ time with NumPy.  Its state is a handful of integers plus each source's own stat
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,24 @@ class MixStream(IterableDataset):
         """The epoch used outside a loader (inside, the loader's epoch is used)."""
         self._epoch = check_seed(epoch, "epoch")
 
+    def set_failure_sink(self, sink: Callable[[int, str | None, BaseException], bool] | None) -> None:
+        """Hands the loader's failure sink (its ``on_error="skip"``; see
+        ``dataloader._engine.stream_policy``) to every source that takes one (a
+        ``TarShardDataset``): a bad unit of such a source is skipped and reported, and the mix
+        goes on.  Other sources' errors still fail their batch.
+
+        Raises:
+            ValueError: no source can skip its own bad units (none has ``set_failure_sink``):
+                ``on_error="skip"`` would skip nothing.
+        """
+        takers = [d for d in self.sources if callable(getattr(d, "set_failure_sink", None))]
+        if not takers:
+            raise ValueError("on_error='skip' over a MixStream needs a source that skips its own bad units "
+                             f"(set_failure_sink, e.g. TarShardDataset); none of its {len(self.sources)} "
+                             f"sources ({', '.join(sorted({type(d).__name__ for d in self.sources}))}) does")
+        for d in takers:
+            d.set_failure_sink(sink)
+
     def __copy__(self) -> MixStream:
         """A copy with its own copies of the sources and no iteration of its own (a worker's)."""
         mine = object.__new__(type(self))
@@ -187,14 +205,20 @@ class _Run:
 
     def samples(self) -> Iterator[Any]:
         limit = self.mix.num_samples
-        while limit is None or self.position < limit:
-            s = self._choose()
-            item = self._draw(s)
-            if item is _END:
-                return
-            self.drawn[s] += 1
-            self.position += 1
-            yield item
+        try:
+            while limit is None or self.position < limit:
+                s = self._choose()
+                item = self._draw(s)
+                if item is _END:
+                    return
+                self.drawn[s] += 1
+                self.position += 1
+                yield item
+        finally:  # the end, a break or an error: sources left mid-stream let go of their files now
+            for it in self.iters:
+                close = getattr(it, "close", None)
+                if callable(close):
+                    close()
 
     def _choose(self) -> int:
         if self.mix._shares is not self.shares:
