@@ -25,15 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import datasets
 import numpy as np
 
+from benchmarks._rates import measure
 import dataloader
 
 BATCH = 256
@@ -79,16 +78,6 @@ def contenders(ds: Any) -> dict[str, Callable[[], int]]:
                 out[f"{name} {order} {workers}w"] = epoch(make)
     return out
 
-
-def measure(runs: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Median rows/s of each contender over ``rounds`` interleaved rounds."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            rows = run()
-            rates[name].append(rows / (time.perf_counter() - start))
-    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,14 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from benchmarks._rates import measure
 from dataloader import ArrayDataset, DataLoader, Dataset, MixDataset
 
 BATCH = 64
@@ -116,16 +115,6 @@ def contenders(rows: int) -> dict[str, Callable[[], int]]:
     out.update(hf_runs(rows))
     return out
 
-
-def measure(runs: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Median samples/s of each contender over ``rounds`` interleaved rounds."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            samples = run()
-            rates[name].append(samples / (time.perf_counter() - start))
-    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> None:

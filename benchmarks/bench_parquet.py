@@ -31,10 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from benchmarks._rates import measure
 from dataloader import DataLoader, ParquetDataset
 
 BATCH = 256
@@ -139,16 +138,6 @@ def contenders(path: Path, args: argparse.Namespace) -> dict[str, Callable[[], i
             out[f"torch naive {workers}w"] = run
     return out
 
-
-def measure(runs: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Median rows/s of each contender over ``rounds`` interleaved rounds."""
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            rows = run()
-            rates[name].append(rows / (time.perf_counter() - start))
-    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
