@@ -18,11 +18,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from dataloader._validate import check_int
 from dataloader.formats._mix_plan import MixPlan
 
-__all__ = ["STOP_RULES", "stop_plan"]
+__all__ = ["STOP_RULES", "check_stop", "stop_plan"]
 
 STOP_RULES = ("first_exhausted", "all_exhausted", "never")
+
+
+def check_stop(stop_on: object, num_samples: object) -> tuple[str, int | None]:
+    """``stop_on`` and ``num_samples`` of a mix (map-style or stream) checked.
+
+    Raises:
+        ValueError: ``stop_on`` is not one of ``STOP_RULES``; ``num_samples`` with another rule
+            than ``"never"``, or below 0.
+        TypeError: ``num_samples`` is not an int.
+    """
+    if stop_on not in STOP_RULES:
+        raise ValueError(f"stop_on must be one of {STOP_RULES}, got {stop_on!r}")
+    if num_samples is not None and stop_on != "never":
+        raise ValueError(f"num_samples={num_samples!r} is only for stop_on='never' (got {stop_on!r})")
+    return str(stop_on), None if num_samples is None else check_int(num_samples, "num_samples", minimum=0)
 
 
 def _first_block(plan: MixPlan, s: int, target: int, strict: bool) -> int:

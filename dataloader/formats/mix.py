@@ -21,7 +21,7 @@ from dataloader._indices import as_index_array
 from dataloader._rng import check_seed
 from dataloader._validate import check_int
 from dataloader.formats._mix_plan import MixPlan, shares_of
-from dataloader.formats._mix_stops import STOP_RULES, stop_plan
+from dataloader.formats._mix_stops import check_stop, stop_plan
 
 __all__ = ["MixDataset"]
 
@@ -92,13 +92,8 @@ class MixDataset(Dataset[Any]):
         if not self.sources:
             raise ValueError("MixDataset needs at least one source, got none")
         self.lengths = np.array([_length(d, i) for i, d in enumerate(self.sources)], dtype=np.int64)
-        if stop_on not in STOP_RULES:
-            raise ValueError(f"stop_on must be one of {STOP_RULES}, got {stop_on!r}")
-        if num_samples is not None and stop_on != "never":
-            raise ValueError(f"num_samples={num_samples!r} is only for stop_on='never' (got {stop_on!r})")
+        self.stop_on, self.num_samples = check_stop(stop_on, num_samples)
         self.seed = check_seed(seed)
-        self.stop_on = stop_on
-        self.num_samples = None if num_samples is None else check_int(num_samples, "num_samples", minimum=0)
         self._epoch = 0
         self._current = self._make_plan(weights)  # (plan, length): swapped together
 

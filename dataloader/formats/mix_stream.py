@@ -17,9 +17,8 @@ import numpy as np
 from dataloader._context import get_worker_info, thread_state
 from dataloader._datasets.base import IterableDataset
 from dataloader._rng import check_seed
-from dataloader._validate import check_int
 from dataloader.formats._mix_plan import MixPlan, shares_of, splitmix64
-from dataloader.formats._mix_stops import STOP_RULES
+from dataloader.formats._mix_stops import check_stop
 
 __all__ = ["MixStream"]
 
@@ -77,13 +76,8 @@ class MixStream(IterableDataset):
         for i, d in enumerate(self.sources):
             if not isinstance(d, IterableDataset):
                 raise TypeError(f"sources[{i}] ({type(d).__name__}) is not an IterableDataset")
-        if stop_on not in STOP_RULES:
-            raise ValueError(f"stop_on must be one of {STOP_RULES}, got {stop_on!r}")
-        if num_samples is not None and stop_on != "never":
-            raise ValueError(f"num_samples={num_samples!r} is only for stop_on='never' (got {stop_on!r})")
+        self.stop_on, self.num_samples = check_stop(stop_on, num_samples)
         self.seed = check_seed(seed)
-        self.stop_on = stop_on
-        self.num_samples = None if num_samples is None else check_int(num_samples, "num_samples", minimum=0)
         self._shares = shares_of(weights, len(self.sources))
         self._epoch = 0
         self._resume: dict[str, Any] | None = None
