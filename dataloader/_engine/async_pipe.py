@@ -243,6 +243,7 @@ class Pipeline:
         try:
             if everything:
                 self.parked = True
+                self.loop.check()
                 self.group.park()  # no claim after this: every BEGUN comes before the STOPPEDs
                 for feed in self.feeds:
                     feed.owner.call(feed.stop)

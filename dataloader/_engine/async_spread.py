@@ -89,7 +89,10 @@ class Batch:
 
     def came_back(self) -> bool:
         """One item of it at least ended (a value, an error, cancelled)."""
-        return any(part.ended for part in self.parts)
+        for part in self.parts:
+            if part.ended:
+                return True
+        return False
 
 
 class FeedGroup:
@@ -165,6 +168,9 @@ class FeedGroup:
         """On ``feed``'s loop, which has nothing left to start: the next batch, claimed now
         if one of the last batch's items came back and no other loop waits for a slot; its
         other parts handed to their loops.  Returns ``feed``'s part of it, or None."""
+        last = self.last  # first without the lock (most calls end here): a stale answer only
+        if not (self.last_done or (last is not None and last.came_back())):  # delays a claim
+            return None
         with self.lock:
             if feed in self.hungry:
                 self.hungry.remove(feed)  # nothing waits on it any more
