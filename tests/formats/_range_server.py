@@ -7,6 +7,8 @@ before the requests come:
 
 - ``cuts[path] = [byte, ...]``: the next responses each stop at that byte of the file (absolute,
   so a ``206`` from ``N`` cut at ``M`` sends ``M - N`` bytes) and close the connection.
+- ``stalls[path] = [byte, ...]``: the next responses each stop at that byte and send nothing
+  more until ``close()`` (at most ``STALL_S``), then close the connection.
 - ``statuses[path] = [503, ...]``: the next requests get these statuses first.
 - ``ignore_range = True``: every request gets ``200`` and the whole body (Range and If-Match unread).
 - ``changes[path] = bytes``: after the first request, the path serves these bytes instead
@@ -28,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 __all__ = ["RangeServer"]
 
+STALL_S = 10.0  # the longest a stalled response waits (a test that fails never hangs the server)
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
@@ -43,6 +46,8 @@ class RangeServer:
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str | None, str | None]] = []
         self.cuts: dict[str, list[int]] = {}
+        self.stalls: dict[str, list[int]] = {}
+        self.released = threading.Event()
         self.statuses: dict[str, list[int]] = {}
         self.changes: dict[str, bytes] = {}
         self.ignore_range = False
@@ -84,6 +89,7 @@ class RangeServer:
             return [r for p, r, _ in self.requests if p == path]
 
     def close(self) -> None:
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(5)
@@ -101,6 +107,8 @@ class RangeServer:
             status = pending.pop(0) if pending else None
             cuts = self.cuts.get(path)
             cut = cuts.pop(0) if cuts else None
+            stalls = self.stalls.get(path)
+            stall = stalls.pop(0) if stalls else None
             ignore, no_etag = self.ignore_range, self.no_etag
         if body is None or status is not None:
             self._status(h, 404 if body is None else status or 500)
@@ -121,16 +129,17 @@ class RangeServer:
         h.send_header("Accept-Ranges", "bytes")
         h.send_header("Content-Length", str(len(body) - start))
         h.end_headers()
-        self._body(h, body, start, cut)
+        self._body(h, body, start, cut if stall is None else stall, stall is not None)
 
-    @staticmethod
-    def _body(h: BaseHTTPRequestHandler, body: bytes, start: int, cut: int | None) -> None:
+    def _body(self, h: BaseHTTPRequestHandler, body: bytes, start: int, cut: int | None, stall: bool) -> None:
         try:
             if cut is None:
                 h.wfile.write(body[start:])
                 return
             h.wfile.write(body[start:cut])
             h.wfile.flush()
+            if stall:
+                self.released.wait(STALL_S)
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)  # the cut: the client sees the body end early
         except OSError:  # the client went away first (an early break)

@@ -14,7 +14,7 @@ import warnings
 import pytest
 
 from tests.formats._range_server import RangeServer
-from tests.formats._tars import keys_of, sample_members, write_tar
+from tests.formats._tars import sample_members, write_tar
 
 from dataloader import DataLoader, TarShardDataset
 from dataloader.io import Retry
@@ -35,7 +35,8 @@ def server(tmp_path):
 
 
 def _epoch(ds, num_workers=0):
-    return keys_of(DataLoader(ds, batch_size=7, num_workers=num_workers, collate_fn=list))
+    """Every sample of one epoch, whole (key, url and bytes), in the loader's order."""
+    return [s for batch in DataLoader(ds, batch_size=7, num_workers=num_workers, collate_fn=list) for s in batch]
 
 
 @pytest.mark.timeout(60)
@@ -96,6 +97,16 @@ def test_a_cut_shard_without_an_etag_is_an_error(server):
     with pytest.raises(ValueError, match=r"cut at byte 50000 .*no strong ETag"):
         list(TarShardDataset(server.url(SHARD), retry=FAST))
     assert len(server.ranges(SHARD)) == 1  # nothing to resume against: no second request
+
+
+@pytest.mark.timeout(60)
+def test_a_read_stalled_past_the_attempt_timeout_resumes(server):
+    uncut = _epoch(TarShardDataset(server.url(SHARD)))
+    stall = len(server.files[SHARD]) // 2 + 5
+    server.stalls[SHARD] = [stall]
+    retry = Retry(initial_backoff_s=0.0, max_backoff_s=0.0, attempt_timeout_s=0.5)  # under timeout_s=60
+    assert _epoch(TarShardDataset(server.url(SHARD), retry=retry)) == uncut
+    assert server.ranges(SHARD) == [None, None, f"bytes={stall}-"]
 
 
 @pytest.mark.timeout(60)
@@ -165,5 +176,6 @@ def test_obstore_resumes_a_cut_object_store_shard_itself(server):
     store = store_mod.HTTPStore.from_url(server.url("/d"), client_options={"allow_http": True})
     uncut = _epoch(TarShardDataset(server.url(SHARD)))
     server.cuts[SHARD] = [len(server.files[SHARD]) // 2]
-    assert _epoch(TarShardDataset("s-1.tar", store=store)) == uncut
+    got = _epoch(TarShardDataset("s-1.tar", store=store))
+    assert [{**s, "__url__": None} for s in got] == [{**s, "__url__": None} for s in uncut]
     assert server.ranges(SHARD)[2].startswith(f"bytes={len(server.files[SHARD]) // 2}-")
