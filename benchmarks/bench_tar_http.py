@@ -116,7 +116,8 @@ def serve(root: str, cut: bool) -> None:
 
 def start_server(root: str, cut: bool) -> tuple[subprocess.Popen[str], int]:
     args = [sys.executable, "-m", "benchmarks.bench_tar_http", "--serve", root] + (["--cut"] if cut else [])
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    repo = Path(__file__).resolve().parents[1]  # where ``-m benchmarks...`` resolves, from any cwd
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=repo)
     assert proc.stdout is not None
     return proc, int(proc.stdout.readline())
 
@@ -172,6 +173,7 @@ class AiohttpBridge:
         asyncio.run_coroutine_threadsafe(self.session.close(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
+        self.loop.close()  # its self-pipe sockets
 
 
 def epoch(opener: Callable[[str], Any], urls: list[str]) -> int:
