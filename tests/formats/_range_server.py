@@ -8,7 +8,8 @@ before the requests come:
 - ``cuts[path] = [byte, ...]``: the next responses each stop at that byte of the file (absolute,
   so a ``206`` from ``N`` cut at ``M`` sends ``M - N`` bytes) and close the connection.
 - ``stalls[path] = [byte, ...]``: the next responses each stop at that byte and send nothing
-  more until ``close()`` (at most ``STALL_S``), then close the connection.
+  more for ``STALL_S`` (or until ``close()``), then the rest: only a client's read time-out
+  turns a stall into a second request.
 - ``statuses[path] = [503, ...]``: the next requests get these statuses first.
 - ``ignore_range = True``: every request gets ``200`` and the whole body (Range and If-Match unread).
 - ``changes[path] = bytes``: after the first request, the path serves these bytes instead
@@ -140,6 +141,8 @@ class RangeServer:
             h.wfile.flush()
             if stall:
                 self.released.wait(STALL_S)
+                h.wfile.write(body[cut:])
+                return
             h.close_connection = True
             h.connection.shutdown(socket.SHUT_RDWR)  # the cut: the client sees the body end early
         except OSError:  # the client went away first (an early break)
