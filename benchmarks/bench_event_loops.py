@@ -10,8 +10,9 @@ runs each contender once, interleaved (``--rounds``, medians):
 - ``HttpDataset`` through ``DataLoader(num_workers=2, item_concurrency=128, event_loops=N)``
   for N in ``--loops`` (1, 2, 4): 256 requests in flight, batches of 64;
 - plain aiohttp ``gather`` on one event loop, 256 in flight, no loader (the reference);
-- plain aiohttp on 2 event loops (2 threads, 128 in flight each), no loader: what this
-  machine gives a second loop at all, apart from the loader.
+- plain aiohttp on N event loops (N threads, 256 / N in flight each; 2 and every N of
+  ``--loops`` above 1), no loader: what this machine gives more loops at all, apart from the
+  loader.
 
 Each line gives items/s, the ratio to that round's plain one-loop aiohttp (median of the
 rounds' ratios), and the process's CPU seconds per request (client side: every thread of
@@ -99,7 +100,8 @@ def run_rounds(port: int, items: int, rounds: int, loops: list[int]) -> dict[str
     contenders: dict[str, Callable[[], tuple[float, float]]] = {
         f"loader_event_loops_{n}": (lambda n=n: bench_loader(port, items, n)) for n in loops
     }
-    contenders["plain_aiohttp_2_loops"] = lambda: bench_plain(port, items, 2)
+    for n in sorted({2, *loops} - {1}):  # plain aiohttp on as many loops as each loader contender
+        contenders[f"plain_aiohttp_{n}_loops"] = lambda n=n: bench_plain(port, items, n)
     got: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
     plain: list[tuple[float, float]] = []
     for _ in range(rounds):
