@@ -161,8 +161,10 @@ class FeedGroup:
         with self.lock:
             batch = part.batch
             batch.left -= 1
-            if batch.left == 0 and batch is self.last:
-                self.last, self.last_done = None, True
+            if batch.left == 0:
+                batch.parts = []  # no cycle left (part -> batch -> part): nothing reads them any more
+                if batch is self.last:
+                    self.last, self.last_done = None, True
 
     def claim_for(self, feed: Feed) -> BatchRun | None:
         """On ``feed``'s loop, which has nothing left to start: the next batch, claimed now
