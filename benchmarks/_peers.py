@@ -2,7 +2,7 @@
 async pipeline.
 
 - :func:`threadpool`: a ``ThreadPoolExecutor(threads)`` of blocking ``http.client`` GETs, one
-  keep-alive connection per thread (the thread-per-request baseline);
+  keep-alive connection per thread (:class:`KeepAlive`; the thread-per-request baseline);
 - :func:`spdl_pipeline`: SPDL's pipeline (``spdl.pipeline`` from the ``spdl-core`` wheel,
   pure Python, not a dependency of this project: ``pip install spdl-core``) running a
   coroutine per item on its own event loop thread with a bounded concurrency, outputs in
