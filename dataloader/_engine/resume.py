@@ -18,7 +18,11 @@ dataset):
   (None when it has none; see ``dataloader._sampling.state``);
 - ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
   none); for an ``IterableDataset`` iterated mid-epoch, its state at the consumer's
-  position (below);
+  position (below); for an ``IterableDataset`` at an epoch's start (a fresh loader, an ended
+  epoch, ``iter()`` before the first batch is built), None: the epoch starts as
+  ``iter(dataset)`` starts it (a stream's ``state_dict()`` there may be where its last
+  iteration ended, which would resume an empty epoch), unless the epoch starts from a state
+  loaded into the loader (then the dataset's ``state_dict()``, the loaded position);
 - ``"failures"`` (only mid-epoch under ``on_error="skip"``/``"replace"``): the epoch's failure
   counts at the position, ``{"seen", "failed", "skipped", "replaced"}`` (``failures.FailureLog``),
   which the resumed epoch starts from (its records are not saved);
@@ -131,14 +135,16 @@ class Progress:
 class EpochResume(NamedTuple):
     """Where an epoch starts (``Resumer.begin``): its number, the batches already returned
     (``yielded``), the work items to draw and drop first (``skip``), the per-worker state
-    of a stateful ``IterableDataset`` to load (``streams``), or None, and the failure counts
-    the epoch starts from (``failures``), or None."""
+    of a stateful ``IterableDataset`` to load (``streams``), or None, the failure counts
+    the epoch starts from (``failures``), or None, and whether the dataset itself was given
+    a loaded state to start from (``loaded``: its ``state_dict()`` is then the epoch's start)."""
 
     epoch: int
     yielded: int
     skip: int
     streams: dict[str, Any] | None
     failures: dict[str, int] | None = None
+    loaded: bool = False  # the dataset was given a loaded state to start the epoch from
 
 
 def stateful(dataset: Any) -> bool:
@@ -176,6 +182,7 @@ class Resumer:
         self._start_state: Any = None  # the sampler's state when the last epoch started
         self._start_error: Exception | None = None  # its state_dict() raised
         self._pending: dict[str, Any] | None = None  # loaded, for the next epoch
+        self._loaded = False  # the last epoch started from a dataset state loaded into the dataset
 
     @property
     def sampler(self) -> Any:
@@ -205,13 +212,14 @@ class Resumer:
         pending, self._pending = self._pending, None
         sampler = self._sampler
         self._start_error = None
-        skip, streams = 0, None
+        skip, streams, self._loaded = 0, None, False
         if pending is not None:
             self._start_state = pending["sampler"]
             if self._streams and pending["yielded"]:
                 streams = pending["dataset"]  # loaded by each worker into its copy
             elif pending["dataset"] is not None:
                 dataset.load_state_dict(pending["dataset"])
+                self._loaded = True
             # Drawn and dropped: what neither the sampler (load) nor the dataset's state resumed.
             if not (starts_late(sampler) and self._start_state is not None):
                 if not (sampler is None and pending["dataset"] is not None):
@@ -225,7 +233,8 @@ class Resumer:
             self._start_state = None
         yielded = pending["yielded"] if pending is not None else 0
         self._progress = Progress(epoch, yielded)
-        return EpochResume(epoch, yielded, skip, streams, pending.get("failures") if pending is not None else None)
+        failures = pending.get("failures") if pending is not None else None
+        return EpochResume(epoch, yielded, skip, streams, failures, self._loaded)
 
     def track(self, progress: Progress) -> None:
         """Follow ``progress``, the started epoch's own (its ``begin`` came just before, under
@@ -262,7 +271,7 @@ class Resumer:
             sampler_state = None
             if self._sampler is not None and hasattr(self._sampler, "state_dict"):
                 sampler_state = self._sampler.state_dict()
-            return self._state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
+            return self._state(seed, epoch, 0, sampler_state, self._at_start(dataset, loaded=False))
         if self._start_error is not None:
             raise self._start_error
         streams = progress.streams
@@ -278,7 +287,7 @@ class Resumer:
             yielded, at = _stream_position(progress, streams)
             return self._state(seed, progress.epoch, yielded, self._start_state, at)
         if not yielded:
-            return self._state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
+            return self._state(seed, progress.epoch, 0, self._start_state, self._at_start(dataset, self._loaded))
         if streams is None:
             raise TypeError(
                 "state_dict() in the middle of an epoch over an IterableDataset without "
@@ -288,6 +297,13 @@ class Resumer:
             )
         yielded, at = _stream_position(progress, streams)
         return self._state(seed, progress.epoch, yielded, None, at)
+
+    def _at_start(self, dataset: Any, loaded: bool) -> Any:
+        """The dataset's state at an epoch's start (nothing drawn yet).  An ``IterableDataset``'s
+        ``state_dict()`` there may be the position its last iteration ended at (a stream's next
+        ``iter()`` starts anew): None, the epoch starts as ``iter(dataset)`` starts it, unless
+        the epoch starts from a state loaded into the dataset (``loaded``)."""
+        return _dataset_state(dataset) if loaded or self._sampler is not None else None
 
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
