@@ -96,16 +96,13 @@ from typing import Any, NamedTuple
 from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.failures import check_counts
 from dataloader._engine.resume_checks import Layout
+from dataloader._engine.resume_load import check_loaded
 from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
-from dataloader._sampling.state import check_state
-from dataloader._validate import check_int
 
 __all__ = ["STATE_VERSION", "EpochResume", "Progress", "Resumer", "skip_items", "stateful"]
 
 STATE_VERSION = 2
-_VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
-_KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
 
 
 class Progress:
@@ -324,43 +321,9 @@ class Resumer:
         """
         if self._elastic is not None and self._layout is not None:  # another world size, or a list
             sd = self._elastic.resolve(sd, self._layout.describe())
-        # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
-        # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "elastic", "failures")))
-        if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
-            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
-        seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
-        epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
-        yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
-        if self._layout is not None:  # this loader's epoch must hold the saved position
-            self._layout.check(sd, yielded)
-        if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
-            raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
-        if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
-            raise TypeError(
-                f"DataLoader state 'sampler' holds a sampler state, but {type(self._sampler).__name__} "
-                "has no load_state_dict"
-            )
-        if sd["dataset"] is not None and not hasattr(dataset, "load_state_dict"):
-            raise TypeError(
-                f"DataLoader state 'dataset' holds a dataset state, but {type(dataset).__name__} "
-                "has no load_state_dict"
-            )
-        if self._streams and yielded:
-            if sd["dataset"] is None:
-                raise TypeError(
-                    "resuming an IterableDataset in the middle of an epoch with "
-                    f"num_workers={workers} needs per-worker dataset states (a dataset with "
-                    "state_dict/load_state_dict), or num_workers=0"
-                )
-            _check_streams(sd["dataset"], workers)
-        elif self._sampler is None and yielded and _per_worker(sd["dataset"]):
-            raise ValueError(
-                f"DataLoader state 'dataset' holds per-worker states for {len(sd['dataset']['workers'])} "
-                f"workers; this loader has num_workers={workers}: resume an IterableDataset with the "
-                "same num_workers"
-            )
-        checked = self._state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        sd = check_loaded(sd, self._sampler, dataset, workers, self._layout)
+        yielded = sd["yielded"]
+        checked = self._state(sd["seed"], sd["epoch"], yielded, sd["sampler"], sd["dataset"])
         if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
             if starts_late(self._sampler):
                 self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
@@ -391,30 +354,3 @@ def _stream_position(progress: Progress, streams: Any) -> tuple[int, Any]:
 
 def _dataset_state(dataset: Any) -> Any:
     return dataset.state_dict() if hasattr(dataset, "state_dict") else None
-
-
-def _per_worker(state: object) -> bool:
-    """``state`` is a per-worker iterable state (``StatefulStreamItems.state``), which only a
-    loader with that many workers can resume (the dataset's own state would be one dict)."""
-    return (
-        isinstance(state, dict) and set(state) == {"workers", "last", "live"}
-        and isinstance(state["workers"], list) and isinstance(state["live"], list)
-    )
-
-
-def _check_streams(state: object, workers: int) -> None:
-    sd = check_state(state, "DataLoader 'dataset' (per-worker iterable)", ("workers", "last", "live"))
-    saved = sd["workers"]
-    if not isinstance(saved, list) or len(saved) != workers:
-        got = len(saved) if isinstance(saved, list) else type(saved).__name__
-        raise ValueError(
-            f"DataLoader state 'dataset' holds per-worker states for {got} workers; this loader "
-            f"has num_workers={workers}: resume an IterableDataset with the same num_workers"
-        )
-    check_int(sd["last"], "DataLoader state 'dataset' 'last'", minimum=-1, maximum=workers - 1)
-    live = sd["live"]
-    if not isinstance(live, list) or any(
-        check_int(w, "DataLoader state 'dataset' 'live' item", minimum=0, maximum=workers - 1) != w for w in live
-    ) or live != sorted(set(live)):
-        raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
-
