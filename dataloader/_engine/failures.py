@@ -63,7 +63,8 @@ class TooManyFailures(RuntimeError):
     Attributes:
         epoch: the epoch number.
         failed: items that failed in the epoch so far (failed substitutes included).
-        seen: items the epoch's batches were built from so far.
+        seen: items tried in the epoch so far: the batches' items, and under ``"replace"``
+            every substitute fetched (failed or not), so ``failed <= seen``.
         records: the epoch's ``FailureRecord`` s (at most 1000, in epoch order).
     """
 

@@ -190,6 +190,26 @@ def test_a_batch_whose_substitutes_all_fail_counts_its_failures_toward_the_limit
         next(it)
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_failed_substitutes_are_counted_among_the_items_seen(num_workers):
+    # Each substitute tried is an item seen, failed or not: never "17 of 4 items failed".
+    loader = DataLoader(Broken(n=100, bad=set(range(100))), batch_size=4, on_error="replace", max_failures=5,
+                        num_workers=num_workers)
+    with pytest.raises(TooManyFailures, match=r"17 of 20 items failed in epoch 0") as info:
+        next(iter(loader))  # place 0 and its 16 substitutes failed: 4 items + 16 substitutes seen
+    assert (info.value.failed, info.value.seen) == (17, 20)
+    half = DataLoader(Broken(n=100, bad=set(range(0, 100, 2))), batch_size=10, on_error="replace",
+                      max_failures=1000, num_workers=num_workers)
+    it = iter(half)
+    for _ in range(5):
+        next(it)
+    counts = half.state_dict()["failures"]
+    it.close()
+    assert counts["failed"] > counts["replaced"] == 25  # some substitutes failed too
+    assert counts["seen"] == 50 + counts["failed"]  # the batches' items, then every substitute tried
+
+
 def test_raise_builds_the_plain_epochs_and_saves_no_failures():
     loader = DataLoader(Broken(bad={5}), batch_size=4)
     it = iter(loader)
