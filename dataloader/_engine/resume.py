@@ -8,7 +8,8 @@ dataset):
 - ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
 - ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
 - ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
-  exception raised by ``next()`` for a batch counts as a position seen, but an interrupt
+  exception raised by ``next()`` for a batch counts as a position seen (but ``TooManyFailures``:
+  the batch it refused is built again after resume), but an interrupt
   (``errors.INTERRUPTS``: Ctrl-C, ``sys.exit()``) does not, wherever it was raised (the
   sampler, ``__getitem__``, a transform, ``collate_fn``, a wait for workers): the batch being
   built is built again after resume; batches the workers had built ahead (prefetched) but
@@ -258,7 +259,7 @@ class Resumer:
         progress = self._progress  # under an error policy, mid-epoch: the epoch's failure counts
         if (self._pending is None and progress is not None and not progress.done and progress.failures is not None
                 and sd["yielded"]):
-            sd["failures"] = progress.failures.counts()
+            sd["failures"] = progress.failures.position_counts()
         return sd
 
     def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
