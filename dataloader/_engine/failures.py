@@ -140,7 +140,6 @@ class FailureLog:
         """
         with self._lock:
             c = self._counts
-            before = dict(c)
             c["seen"] += seen
             c["failed"] += len(failures)
             c["skipped"] += skipped
@@ -150,8 +149,9 @@ class FailureLog:
                 self._records.extend(failures[:room])
             failed, total = c["failed"], c["seen"]
             refused = bool(failures) and self._policy.exceeded(failed, total)
-            if refused:
-                self._refused = before
+            if refused:  # the counts before this batch: the position state_dict() saves
+                added = {"seen": seen, "failed": len(failures), "skipped": skipped, "replaced": replaced}
+                self._refused = {k: c[k] - added[k] for k in c}
         if refused:
             raise self._too_many(failed, total)
 
