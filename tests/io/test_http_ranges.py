@@ -37,8 +37,9 @@ class RangeServer(FaultServer):
     ``Accept-Ranges: bytes``, 206 to a ``Range``), ``ignore`` (says ``Accept-Ranges: bytes``
     but answers 200 with the whole body), ``silent`` (no ``Accept-Ranges``, ``Range``
     ignored), ``drift`` (ranges carry another ``ETag``), ``ignore-drift`` (a range answered
-    200 with a whole body of the same size under another ``ETag``: the object changed).  ``fail=A&status=S&fails=F``: the
-    range starting at byte A is answered S (500) for its first F (1) requests; ``stall=A&s=T``:
+    200 with a whole body of the same size under another ``ETag``: the object changed).
+    ``fail=A&status=S&fails=F``: the range starting at byte A is answered S (500) for its
+    first F (1) requests; ``stall=A&s=T``:
     that range waits T seconds the first time.  ``plain[K]`` counts GETs without ``Range``,
     ``ranges[K]`` lists the ``(a, b)`` (inclusive) asked for."""
 
