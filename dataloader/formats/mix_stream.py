@@ -9,7 +9,7 @@ time with NumPy.  Its state is a handful of integers plus each source's own stat
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -142,11 +142,11 @@ class MixStream(IterableDataset):
         """Make the next ``iter()`` continue from ``state`` (a :meth:`state_dict`).
 
         Raises:
-            ValueError: a state of another number of sources.
+            ValueError: not a ``MixStream`` state (a key missing, shares that do not sum to
+                ``2**32``), or a state of another number of sources.
         """
-        if len(state["drawn"]) != len(self.sources):
-            raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {len(self.sources)}")
-        self._resume = copy.deepcopy(dict(state))
+        state = _checked_state(state, len(self.sources))
+        self._resume = copy.deepcopy(state)
         self._shares = np.array(state["shares"], dtype=np.uint64)
 
     def __iter__(self) -> Iterator[Any]:
@@ -260,8 +260,12 @@ class _Run:
             it = iter(source)
         else:
             it = iter(source)
-            for _ in range(0 if restart or self.fresh else self.drawn[s]):
-                next(it)  # replay: a source without state skips what this pass drew
+            skip = 0 if restart or self.fresh else self.drawn[s]
+            for k in range(skip):  # replay: a source without state skips what this pass drew
+                if next(it, _END) is _END:
+                    raise ValueError(f"sources[{s}] ({type(source).__name__}) yielded {k} items when replayed, "
+                                     f"but the resumed state had drawn {skip} from it: it does not repeat "
+                                     "itself (give it state_dict/load_state_dict)")
         self.iters[s] = it
         return it
 
@@ -271,6 +275,31 @@ class _EndType:
 
 
 _END = _EndType()
+
+
+_STATE_KEYS = ("epoch", "position", "segment", "shares", "drawn", "passes", "done", "sources")
+
+
+def _checked_state(state: Any, n: int) -> dict[str, Any]:
+    """``state`` as a dict, once it has a ``MixStream`` state's keys, one entry per source in
+    each list and shares summing to ``2**32``.
+
+    Raises:
+        ValueError: what is wrong, named.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"not a MixStream state: a dict with the keys {list(_STATE_KEYS)}, got {type(state).__name__}")
+    if "drawn" in state and len(state["drawn"]) != n:
+        raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {n}")
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"not a MixStream state: the keys {missing} are missing (it has {sorted(state)})")
+    for key in _STATE_KEYS[3:]:
+        if len(state[key]) != n:
+            raise ValueError(f"state has {len(state[key])} sources in {key!r}, this mix has {n}")
+    if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
+        raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
+    return dict(state)
 
 
 def _worker_key() -> int:
