@@ -49,8 +49,9 @@ class MixStream(IterableDataset):
     "passes", "done", "sources"}``; a source's entry is its own ``state_dict()`` where it has
     one (exact), else ``None`` and the source is replayed: a fresh ``iter()`` whose first
     ``drawn[s]`` items (this pass's) are skipped, exact when the source repeats itself.
-    New weights: ``set_weights(w)`` (also right after ``load_state_dict``) applies from the next
-    sample: a new segment of positions starts there, keyed by its first position.
+    New weights: ``set_weights(w)`` (also right before or after ``load_state_dict``, so after
+    ``loader.load_state_dict``, which loads the state when the next epoch starts) applies from
+    the next sample: a new segment of positions starts there, keyed by its first position.
 
     Thread-safety: one iterator at a time per object (each worker has its own copy);
     :meth:`set_weights` from another thread takes effect at the next sample.
@@ -82,6 +83,7 @@ class MixStream(IterableDataset):
         self._epoch = 0
         self._resume: dict[str, Any] | None = None
         self._live: _Run | None = None
+        self._weights_set = False  # set_weights since the last iter(): a state loaded now keeps them
 
     @property
     def weights(self) -> np.ndarray:
@@ -90,14 +92,16 @@ class MixStream(IterableDataset):
 
     def set_weights(self, weights: Sequence[float] | np.ndarray) -> None:
         """Mix by ``weights`` from the next sample on (of the running iterator, or of the
-        resumed one after ``load_state_dict``).
+        resumed one, whether its state is loaded before or after this call: a loader loads
+        the state it was given when its next epoch starts).
 
         Raises:
             ValueError: bad weights (as in the constructor).
         """
         self._shares = shares_of(weights, len(self.sources))
+        self._weights_set = True
         if self._resume is not None:
-            self._resume = dict(self._resume, shares=self._shares.tolist(), segment=self._resume["position"])
+            self._resume = _reweighted(self._resume, self._shares)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch used outside a loader (inside, the loader's epoch is used)."""
@@ -139,19 +143,25 @@ class MixStream(IterableDataset):
         return _Run.initial(self).state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (a :meth:`state_dict`).
+        """Make the next ``iter()`` continue from ``state`` (a :meth:`state_dict`), with the
+        state's weights, or with those given to :meth:`set_weights` since the last ``iter()``
+        (a new segment from the state's position when they differ from the state's).
 
         Raises:
             ValueError: not a ``MixStream`` state (a key missing, shares that do not sum to
                 ``2**32``), or a state of another number of sources.
         """
         state = _checked_state(state, len(self.sources))
+        if self._weights_set:  # set_weights came since the last iter(): they apply from the state's position
+            self._resume = _reweighted(copy.deepcopy(state), self._shares)
+            return
         self._resume = copy.deepcopy(state)
         self._shares = np.array(state["shares"], dtype=np.uint64)
 
     def __iter__(self) -> Iterator[Any]:
         run = _Run.initial(self) if self._resume is None else _Run.resumed(self, self._resume)
         self._resume = None
+        self._weights_set = False
         self._live = run
         return run.samples()
 
@@ -275,6 +285,14 @@ class _EndType:
 
 
 _END = _EndType()
+
+
+def _reweighted(state: dict[str, Any], shares: np.ndarray) -> dict[str, Any]:
+    """``state`` continued with ``shares``: a new segment of positions from its position when
+    they differ from its own (else ``state`` as it is: an exact resume)."""
+    if [int(x) for x in state["shares"]] == shares.tolist():
+        return state
+    return dict(state, shares=shares.tolist(), segment=state["position"])
 
 
 _STATE_KEYS = ("epoch", "position", "segment", "shares", "drawn", "passes", "done", "sources")
