@@ -72,8 +72,9 @@ class MixDataset(Dataset[Any]):
             an unknown ``stop_on``, ``num_samples`` with another rule.
     """
 
-    def __new__(cls, sources: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
-        if cls is MixDataset and _all_iterable(sources):
+    def __new__(cls, sources: Sequence[Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        # No sources: a copy or an unpickling (``cls.__new__(cls)``), whose __dict__ follows.
+        if cls is MixDataset and sources is not None and _all_iterable(sources):
             from dataloader.formats.mix_stream import MixStream  # lazy: only streams need it
 
             return MixStream(sources, *args, **kwargs)
