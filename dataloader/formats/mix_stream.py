@@ -134,6 +134,13 @@ class MixStream(IterableDataset):
         mine._live = None
         return mine
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickle or deep copy leaves the running iteration out (its sources' iterators may be
+        generators); a loaded state not yet iterated goes with it."""
+        state = dict(self.__dict__)
+        state["_live"] = None
+        return state
+
     def state_dict(self) -> dict[str, Any]:
         """The position of the running (or last) iterator, JSON-ready (see the class docstring)."""
         if self._live is not None:
