@@ -263,7 +263,7 @@ class _Run:
         self.saved[s] = None
         for item in self._open(s, restart=True):
             return item
-        raise ValueError(f"sources[{s}] yielded nothing when it restarted (pass {self.passes[s]})")
+        raise ValueError(f"sources[{s}] yielded nothing when it restarted (pass {self.passes[s]}){_where()}")
 
     def _all_done(self) -> bool:
         return all(d or share == 0 for d, share in zip(self.done, self.shares.tolist(), strict=True))
@@ -325,6 +325,17 @@ def _checked_state(state: Any, n: int) -> dict[str, Any]:
     if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
         raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
     return dict(state)
+
+
+def _where() -> str:
+    """Outside workers: ''; in a worker of several: which one, and why its copy of a source
+    may be empty when the source's own is not."""
+    info = get_worker_info()
+    if info is None or info.num_workers < 2:
+        return ""
+    return (f", in worker {info.id} of {info.num_workers}: a worker mixes its own share of each source, "
+            "empty when the source has fewer shards than workers or all of this worker's failed "
+            "(on_error='skip'); use at most as many workers as the source has shards")
 
 
 def _worker_key() -> int:
