@@ -36,7 +36,8 @@ class MixStream(IterableDataset):
             ``"all_exhausted"``: a source that ends starts a new pass (a new ``iter()``) until
             every source with a positive weight has ended once, then the stream ends;
             ``"never"``: sources restart forever (or until ``num_samples``).
-        num_samples: with ``"never"``, the number of samples (int >= 0); ``None``: endless.
+        num_samples: with ``"never"``, the number of samples (int >= 0) of each iterator, so of
+            each worker with ``num_workers > 0``; ``None``: endless.
 
     Sample ``p`` (counted from 0 in each epoch) comes from the source the counter-based choice
     gives ``(seed, epoch, p)``: the same for every run, no RNG state.  The epoch is the loader's
@@ -54,7 +55,9 @@ class MixStream(IterableDataset):
     the next sample: a new segment of positions starts there, keyed by its first position.
 
     Thread-safety: one iterator at a time per object (each worker has its own copy);
-    :meth:`set_weights` from another thread takes effect at the next sample.
+    :meth:`set_weights` from another thread takes effect at the next sample of this object's
+    iterator (``num_workers=0``); the workers' copies are made when an epoch starts, so with
+    ``num_workers > 0`` it takes effect from the next epoch.
 
     Raises:
         TypeError: a source that is not an ``IterableDataset``.
