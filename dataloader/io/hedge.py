@@ -234,6 +234,9 @@ class _Race(Generic[T]):
     """One item's timer and hedges (see ``Hedge.run``); its callbacks run on the item's event
     loop, between the steps of the item's task, so no lock is needed here."""
 
+    __slots__ = ("owner", "request", "delay", "loop", "task", "running", "cancelled", "hedges", "sent_at", "winner",
+                 "timer")
+
     def __init__(self, owner: Hedge, request: Callable[[], Coroutine[Any, Any, T]], delay: float) -> None:
         import asyncio
 
@@ -246,8 +249,10 @@ class _Race(Generic[T]):
         self.task: asyncio.Task[Any] = task
         self.running = True  # the first request is still being awaited
         self.cancelled = False  # a hedge won and cancelled the item's task
-        self.hedges: list[asyncio.Task[T]] = []  # in the order sent
-        self.sent_at: list[float] = []  # each hedge's start (perf_counter seconds)
+        # In the order sent, and each one's start (perf_counter seconds); None until the
+        # first hedge (an item answered in time allocates no list)
+        self.hedges: list[asyncio.Task[T]] | None = None
+        self.sent_at: list[float] | None = None
         self.winner: asyncio.Task[T] | None = None
         self.timer = self.loop.call_later(delay, self.late)
 
@@ -257,11 +262,13 @@ class _Race(Generic[T]):
         if not self.running:
             return
         if self.owner._spend():
+            if self.hedges is None or self.sent_at is None:
+                self.hedges, self.sent_at = [], []
             self.sent_at.append(time.perf_counter())
             hedge = self.loop.create_task(self.request())
             hedge.add_done_callback(self.hedge_done)
             self.hedges.append(hedge)
-        if len(self.hedges) < HEDGE_MAX_PER_ITEM:
+        if len(self.hedges or ()) < HEDGE_MAX_PER_ITEM:
             self.timer = self.loop.call_later(self.delay, self.late)
 
     def hedge_done(self, task: Any) -> None:
@@ -287,7 +294,7 @@ class _Race(Generic[T]):
 
     def hedge_value(self) -> T:
         """The winning hedge's answer, counted and recorded as the item's."""
-        assert self.winner is not None
+        assert self.winner is not None and self.hedges is not None and self.sent_at is not None
         self.owner.record(time.perf_counter() - self.sent_at[self.hedges.index(self.winner)])
         self.owner.won()
         return self.winner.result()
@@ -297,10 +304,11 @@ class _Race(Generic[T]):
         every hedge fails too, ``failed`` (the item's error without a hedge)."""
         import asyncio
 
-        pending = set(self.hedges)
+        hedges = self.hedges or []
+        pending = set(hedges)
         while pending:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for hedge in self.hedges:  # in the order sent: the same winner whichever loop turn
+            for hedge in hedges:  # in the order sent: the same winner whichever loop turn
                 if hedge in done and not hedge.cancelled() and hedge.exception() is None:
                     self.winner = hedge
                     return self.hedge_value()
@@ -310,7 +318,7 @@ class _Race(Generic[T]):
         """Stop the timer; cancel the hedges still running (their errors retrieved)."""
         self.running = False
         self.timer.cancel()
-        for hedge in self.hedges:
+        for hedge in self.hedges or ():
             if not hedge.done():
                 hedge.cancel()
             hedge.add_done_callback(_retrieve)
