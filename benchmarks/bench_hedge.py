@@ -174,7 +174,7 @@ def rounds(args: argparse.Namespace, clean: int, slow: int) -> dict[str, list[di
     return runs
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=6400)
     parser.add_argument("--rounds", type=int, default=3)
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--headroom", type=float, default=1.25)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.serve:
         serve(args.latency_s, args.size, args.slow_share, args.slow_s, seed=25)
         return
@@ -199,9 +199,10 @@ def main() -> None:
         runs = rounds(args, clean_port, slow_port)
     finally:
         for server in (clean, slow):
-            assert server.stdin is not None
+            assert server.stdin is not None and server.stdout is not None
             server.stdin.close()
             server.wait(10)
+            server.stdout.close()
     summary: dict[str, Any] = {
         name: {k: statistics.median(run[k] for run in rs) for k in rs[0]} for name, rs in runs.items()
     }
