@@ -9,7 +9,7 @@ up to ``HEDGE_MAX_PER_ITEM`` (2) hedges.  The first of them to succeed is the it
 others are cancelled (their connections closed).  One value comes out per item, never
 two: a loser's value, if it arrives in the same loop turn, is dropped.  (A second hedge:
 with 1% of requests slow, a hedge is itself slow once in a hundred, and with one hedge
-one item in 10,000 waited the slow request out, a 2 s stall most epochs of 6,400 items.)
+one item in 10,000 waited the slow request out: 0.64 items, a 2 s stall, an epoch of 6,400.)
 
 - **Delay** (``hedge_delay``, seconds): ``"auto"`` (the default) derives it from the
   latencies observed, ``HEDGE_FACTOR`` (2) times their ``HEDGE_QUANTILE`` (95th
