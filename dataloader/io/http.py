@@ -57,6 +57,7 @@ from dataloader.io._redact import redact, redact_text, redact_url
 from dataloader.io.hedge import check_hedge
 from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, HttpRangedGet, RangeSettings
 from dataloader.io.retry import Retry
+from dataloader.io.template import plain_url
 
 __all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
 
@@ -112,6 +113,11 @@ def _has_userinfo(url: str) -> bool:
 
 
 def _check_url(location: str) -> str:
+    if location.startswith(("http://", "https://")) and plain_url(location):
+        # urlsplit would take it as it is: its scheme http(s), its host up to the first "/?#"
+        host = location[location.index("//") + 2 :]
+        if host[:1] not in ("", "/", "?", "#"):
+            return location
     try:
         parts = urlsplit(location)
     except ValueError as exc:  # "Invalid IPv6 URL", a bad port
