@@ -236,18 +236,24 @@ class HttpDataset(RemoteDataset[Any]):
                 "header: aiohttp sends one or the other, give one"
             )
         failed: Exception
-        def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
-            return self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
-
         try:
-            async with asyncio.timeout(self.timeout_s):
-                if self.ranges.threshold is not None:  # a ranged GET is not hedged (docs/usage.md)
+            if self.ranges.threshold is not None:  # a ranged GET is not hedged (docs/usage.md)
+                async with asyncio.timeout(self.timeout_s):
                     return await HttpRangedGet(
                         self.ranges, lambda headers, reader: self._attempt(session, url, headers, reader),
                         lambda resp: self._read_body(url, resp), self.retry, transient, lambda: redact(url),
                         self.max_bytes,
                     ).fetch()
-                return await (fetch() if self.hedge is None else self.hedge.run(fetch))
+            # timeout_s as a deadline each attempt's own timer honours: one timer per attempt,
+            # not one more around them all (asyncio's timer heap costs per item; see the module).
+            deadline = None if self.timeout_s is None else asyncio.get_running_loop().time() + self.timeout_s
+
+            def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
+                return self.retry.run_async(
+                    lambda: self._attempt(session, url), transient, lambda: redact(url), deadline,
+                )
+
+            return await (fetch() if self.hedge is None else self.hedge.run(fetch))
         except Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             failed = ConnectionError(str(exc))
         except TimeoutError as exc:
