@@ -294,10 +294,12 @@ class HttpDataset(RemoteDataset[Any]):
             raise over_max_bytes(redact(url), resp.content_length, limit)
         chunks = []
         got = 0
-        async for chunk in resp.content.iter_any():
-            got += len(chunk)
-            if limit is not None and got > limit:
-                raise over_max_bytes(redact(url), f"more than {limit}", limit)
+        read = resp.content.readany  # what iter_any() iterates, without its iterator's frames
+        while chunk := await read():
+            if limit is not None:
+                got += len(chunk)
+                if got > limit:
+                    raise over_max_bytes(redact(url), f"more than {limit}", limit)
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
