@@ -4,15 +4,18 @@ Nothing is downloaded before the first sample: a shard is read front to back in 
 (``SHARD_CHUNK_BYTES``), as ``tarfile``'s stream mode (``r|*``) asks for them.
 
 - A local path (or ``file://`` URL): ``open(path, "rb")`` with a buffer of one chunk.
-- ``http://`` / ``https://``: the standard library's ``urllib.request.urlopen`` (one GET per
-  shard, its response body read as it arrives; ``timeout_s`` bounds each blocking read).  The
-  loader's ``HttpDataset`` client (aiohttp) runs on an event loop and returns whole bodies;
-  a shard is read synchronously by the worker thread that iterates it, so a blocking
-  response stream is the fitting client here.  No retry: a failed shard is the shard's error.
+- ``http://`` / ``https://``: ``HttpShardStream`` (``_http_shard``): one GET per shard with the
+  standard library's client, its body read as it arrives; failed requests retried and a
+  connection cut mid-stream resumed by ``Range`` from the byte reached, per ``retry``
+  (``Retry``), guarded by the first response's ETag.  Why not aiohttp: see that module.
 - An object store (``store=``, an obstore store, and keys; or ``s3://``, ``gs://``, ``az://``,
   ``memory://`` URLs, one store per bucket): ``obstore.get(store, key).stream()``, iterated
   synchronously chunk by chunk (obstore's requests run on its own runtime; the calling thread
-  waits for each chunk).
+  waits for each chunk).  obstore retries by itself, mid-stream included: its ``object_store``
+  (0.12.2 and later; checked against obstore 0.10.1) requests the rest of a GET cut mid-body
+  with a ``Range`` from the byte reached and refuses a response whose ETag changed, within the
+  store's ``retry_config``.  A store made here from a URL gets ``retry.store_config()``; a
+  ``store=`` keeps its own configuration.
 
 Shown names (errors, ``repr``) are redacted (``dataloader.io._redact.redact``): no userinfo
 and no secret query parameters.
@@ -26,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dataloader.io._redact import redact
+from dataloader.io.retry import Retry
 
 __all__ = ["SHARD_CHUNK_BYTES", "ShardSource", "StoreStream"]
 
@@ -67,22 +71,25 @@ class ShardSource:
     Args:
         store: an obstore store whose keys the shard names are, or None.
         timeout_s: seconds an HTTP connect or read may block (> 0).
+        retry: HTTP shards' retries and resumes; the configuration of object stores made from
+            URLs (``Retry.store_config``).
 
     Thread-safety: ``open`` may be called from any thread; obstore stores made from URLs are
     cached per bucket under a lock.
     """
 
-    def __init__(self, store: Any, timeout_s: float) -> None:
+    def __init__(self, store: Any, timeout_s: float, retry: Retry) -> None:
         self.store = store
         self.timeout_s = timeout_s
+        self.retry = retry
         self._lock = threading.Lock()
         self._stores: dict[str, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"store": self.store, "timeout_s": self.timeout_s}
+        return {"store": self.store, "timeout_s": self.timeout_s, "retry": self.retry}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.store, self.timeout_s = state["store"], state["timeout_s"]
+        self.store, self.timeout_s, self.retry = state["store"], state["timeout_s"], state["retry"]
         self._lock = threading.Lock()
         self._stores = {}
 
@@ -107,9 +114,9 @@ class ShardSource:
             return self._from_store(self.store, name)
         scheme = urlsplit(name).scheme.lower() if "://" in name else ""
         if scheme in ("http", "https"):
-            import urllib.request  # lazy: only HTTP shards need it
+            from dataloader.formats._http_shard import HttpShardStream  # lazy: it imports urllib
 
-            return urllib.request.urlopen(name, timeout=self.timeout_s)  # noqa: S310 - the user's URL
+            return io.BufferedReader(HttpShardStream(name, self.retry, self.timeout_s), SHARD_CHUNK_BYTES)
         if scheme in _STORE_SCHEMES:
             parts = urlsplit(name)
             return self._from_store(self._bucket(f"{parts.scheme}://{parts.netloc}"), parts.path.lstrip("/"))
@@ -126,7 +133,7 @@ class ShardSource:
                 import obstore.store  # lazy: an optional dependency (the 'remote' extra)
 
                 from_url: Any = obstore.store.from_url
-                store = self._stores[url] = from_url(url)
+                store = self._stores[url] = from_url(url, retry_config=self.retry.store_config())
             return store
 
     @staticmethod

@@ -13,10 +13,12 @@ import numpy as np
 from dataloader import _context
 from dataloader._datasets.base import IterableDataset
 from dataloader._validate import check_int, env_int
-from dataloader.formats._braces import expand_braces
+from dataloader.formats._braces import MAX_SHARD_NAMES, expand_braces
 from dataloader.formats._shard_open import ShardSource
 from dataloader.formats._tar_stream import SkipLog, TarStream
+from dataloader.io._checks import check_retry
 from dataloader.io._redact import redact
+from dataloader.io.retry import Retry
 
 __all__ = ["TarShardDataset"]
 
@@ -37,7 +39,8 @@ class TarShardDataset(IterableDataset):
         shards: a shard name or brace pattern (``"data/train-{000000..000999}.tar"``), or a list
             of them: local paths (or ``file://``), ``http(s)://`` URLs, object-store URLs
             (``s3://bucket/key``, ``gs://``, ``az://``, ``memory://``) or, with ``store=``, keys of
-            that store.  ``.tar.gz`` and other compressed tars are read too.
+            that store.  ``.tar.gz`` and other compressed tars are read too.  At most 1,000,000
+            names in all (``ValueError`` naming the pattern past it, before expanding it).
         shuffle_shards: False reads the shards in the given order; True in an order that is a
             pure function of ``(seed, epoch)`` (the same on every rank).
         shuffle_buffer: samples held by each worker's shuffle buffer (WebDataset's
@@ -58,7 +61,18 @@ class TarShardDataset(IterableDataset):
             the shard recorded in ``skipped_shards``, and reading goes on.  Inside a
             ``DataLoader(..., on_error="skip")`` the loader's policy wins: a bad shard is
             skipped whatever this says, and reported as the loader's failure (see below).
-        timeout_s: seconds an HTTP connection or read may block (> 0).
+        timeout_s: seconds an HTTP connection or read may block (> 0; capped by ``retry``'s
+            ``attempt_timeout_s``).
+        retry: a ``dataloader.io.Retry``, as ``HttpDataset`` takes; None: ``Retry()``'s
+            defaults (3 attempts, 0.1 s backoff doubling up to 15 s, 30 s per request);
+            ``Retry(max_attempts=1)``: no retry and no resume (a cut is the shard's error).
+            For HTTP shards: a failed connect or a 408/429/5xx status is tried again after the
+            backoff, and a connection cut mid-shard resumes with a ``Range`` request from the
+            byte reached, guarded by the first response's ETag (an object that changed, or no
+            strong ETag, is the shard's ``ValueError``: two versions are never spliced); every
+            request of a shard counts against ``max_attempts``
+            (``dataloader.formats._http_shard``).  Object-store shards: obstore retries and
+            resumes cut streams itself; stores made here from URLs get ``retry.store_config()``.
 
     Splitting: epoch ``e``'s shard order is cut into ``world_size * num_workers`` strided slots
     (rank ``r``, worker ``w``: slot ``r * num_workers + w``), so every shard is read exactly once
@@ -86,7 +100,7 @@ class TarShardDataset(IterableDataset):
 
     Raises:
         TypeError / ValueError: at construction, for a bad argument (named), an empty shard
-            list or a bad brace pattern.
+            list, a bad brace pattern or over 1,000,000 shard names.
         ValueError: from ``load_state_dict`` or iteration, a state of another layout.
 
     Thread-safety: each loader worker iterates its own shallow copy; ``skipped_shards`` is
@@ -96,7 +110,7 @@ class TarShardDataset(IterableDataset):
     def __init__(
         self, shards: ShardsArg, *, shuffle_shards: bool = False, shuffle_buffer: int = 0, seed: int = 0,
         world_size: int | None = None, rank: int | None = None, store: Any = None, on_error: str = "raise",
-        timeout_s: float = 60.0,
+        timeout_s: float = 60.0, retry: Retry | None = None,
     ) -> None:
         self.shards = _expand(shards)
         self.shuffle_shards = bool(shuffle_shards)
@@ -108,7 +122,7 @@ class TarShardDataset(IterableDataset):
         self.on_error = on_error
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"timeout_s must be a number of seconds > 0, got timeout_s={timeout_s!r}")
-        self._source = ShardSource(store, float(timeout_s))
+        self._source = ShardSource(store, float(timeout_s), check_retry(retry))
         self._skipped = SkipLog()
         self._epoch = 0
         self._resume: dict[str, Any] | None = None
@@ -239,7 +253,7 @@ def _expand(shards: ShardsArg) -> tuple[str, ...]:
     for s in shards:
         if not isinstance(s, (str, os.PathLike)):
             raise TypeError(f"a shard must be a str or os.PathLike, got {type(s).__name__} {s!r}")
-        names = expand_braces(os.fspath(s))
+        names = expand_braces(os.fspath(s), MAX_SHARD_NAMES - len(out))
         if "" in names:  # else a FileNotFoundError for '' once a worker reaches it
             raise ValueError(f"shard {os.fspath(s)!r} is or expands to an empty name")
         out.extend(names)

@@ -45,6 +45,17 @@ def test_brace_patterns_expand_like_braceexpand():
             expand_braces(bad)
 
 
+@pytest.mark.timeout(30)
+def test_a_pattern_of_more_than_a_million_names_is_refused_before_expanding():
+    with pytest.raises(ValueError, match=r"shard pattern 'd/\{0\.\.9999999\}\.tar' stands for 10,000,000 names"):
+        TarShardDataset("d/{0..9999999}.tar")  # refused from the count: no 10M strings made
+    with pytest.raises(ValueError, match=r"stands for more than 10\*\*18 names"):
+        expand_braces("{0..9}" * 5000)  # counted group by group: no recursion per group
+    with pytest.raises(ValueError, match=r"'b\{0\.\.600000\}' stands for 600,001 names, over the 399,999 left"):
+        TarShardDataset(["a{0..600000}", "b{0..600000}"])  # the bound is for the whole list
+    assert len(TarShardDataset("s-{000000..999999}.tar").shards) == 1_000_000
+
+
 def test_a_list_of_patterns_reads_the_shards_in_order_and_compressed_tars_too(tmp_path):
     pattern = write_shards(tmp_path, 2, 3)
     gz = tmp_path / "z.tar.gz"
