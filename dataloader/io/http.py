@@ -244,8 +244,8 @@ class HttpDataset(RemoteDataset[Any]):
                         lambda resp: self._read_body(url, resp), self.retry, transient, lambda: redact(url),
                         self.max_bytes,
                     ).fetch()
-            # timeout_s as a deadline each attempt's own timer honours: one timer per attempt,
-            # not one more around them all (asyncio's timer heap costs per item; see the module).
+            # timeout_s as a deadline each attempt's own timer keeps: one asyncio timer per
+            # attempt, not one more around them all (Retry.run_async; docs/benchmarks.md).
             deadline = None if self.timeout_s is None else asyncio.get_running_loop().time() + self.timeout_s
 
             def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
