@@ -23,7 +23,10 @@ figures are the client code's own CPU per request, aiohttp's parser and sockets 
 than with sockets.  The loader contender does not run with ``--stub``.
 
 ``--profile NAME`` runs one contender once under cProfile instead and prints its top
-functions by own time.  Run with ``PYTHONPATH`` on two checkouts in turn for a before/after.
+functions by own time.  ``--before DIR`` also runs every contender from another checkout
+(``PYTHONPATH=DIR``; each measurement then in a process of its own, this checkout's too),
+interleaved with this one's: a before/after in one run.  Run: ``PYTHONPATH=. python
+benchmarks/bench_http_cpu.py [--stub] [--before DIR]`` (``--items``, ``--rounds``, ``--only``).
 Prints the load average at the start and end and a JSON summary.  127.0.0.1 only.
 """
 
