@@ -31,7 +31,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks._harness import DelayedReplies, server_process
+from benchmarks._harness import serve as serve_until_stdin_closes
+from benchmarks._rates import interleave
 
 PHOTOS = Path(__file__).resolve().parents[1] / "tests" / "data"
 CLASSES = 10
@@ -70,29 +73,11 @@ def serve(latency_s: float, size: int) -> None:
     ok = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + b"b" * size
     bad = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
 
-    class Protocol(asyncio.Protocol):
-        def connection_made(self, transport: Any) -> None:
-            self.transport, self.buffer = transport, b""
+    def answer(head: bytes) -> tuple[float, bytes]:
+        return (0, bad) if b" /bad/" in head.split(b"\r\n", 1)[0] else (latency_s, ok)
 
-        def data_received(self, data: bytes) -> None:
-            self.buffer += data
-            while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-                head, self.buffer = self.buffer[:end], self.buffer[end + 4:]
-                answer = bad if b" /bad/" in head.split(b"\r\n", 1)[0] else ok
-                asyncio.get_running_loop().call_later(0 if answer is bad else latency_s, self.reply, answer)
-
-        def reply(self, answer: bytes) -> None:
-            if not self.transport.is_closing():
-                self.transport.write(answer)
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(Protocol, "127.0.0.1", 0, backlog=4096)
-        print(server.sockets[0].getsockname()[1], flush=True)
-        await loop.run_in_executor(None, sys.stdin.read)
-        server.close()
-
-    asyncio.run(run())
+    serve_until_stdin_closes(lambda host, port: asyncio.get_running_loop().create_server(
+        lambda: DelayedReplies(answer), host, port, backlog=4096))
 
 
 def epoch_s(make: Callable[[], Any]) -> tuple[float, float]:
@@ -110,11 +95,7 @@ def interleaved(contenders: dict[str, Callable[[], Any]], items: int, rounds: in
     """Every contender one warm-up epoch, then one epoch per round, round-robin (rotated); medians."""
     for make in contenders.values():
         epoch_s(make)
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
-    names = list(contenders)
-    for r in range(rounds):  # the order rotates each round: no contender always runs first
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            times[name].append(epoch_s(contenders[name]))
+    times = interleave({name: (lambda make=make: epoch_s(make)) for name, make in contenders.items()}, rounds)
     base = statistics.median(w for w, _ in times["clean, raise"])
     base_cpu = statistics.median(c for _, c in times["clean, raise"])
     out = {}
@@ -150,11 +131,8 @@ def http(n: int, rounds: int, latency_s: float) -> dict[str, Any]:
     from dataloader import DataLoader
     from dataloader.io import HttpDataset
 
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", f"--latency-s={latency_s}"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        base = f"http://127.0.0.1:{int(proc.stdout.readline())}"
+    with server_process(__file__, f"--latency-s={latency_s}") as port:
+        base = f"http://127.0.0.1:{port}"
         clean = [f"{base}/item/{i}" for i in range(n)]
         broken = [f"{base}/bad/{i}" if i % BAD_EVERY == BAD_EVERY // 2 else u for i, u in enumerate(clean)]
 
@@ -167,20 +145,16 @@ def http(n: int, rounds: int, latency_s: float) -> dict[str, Any]:
         return interleaved({"clean, raise": loader(clean, "raise"), "clean, skip": loader(clean, "skip"),
                             "1% bad, skip": loader(broken, "skip"), "1% bad, replace": loader(broken, "replace")},
                            n, rounds)
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(10)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--urls", type=int, default=4000)
     parser.add_argument("--latency-s", type=float, default=0.005)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.serve:
         serve(args.latency_s, 4096)
         return

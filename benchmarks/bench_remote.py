@@ -5,7 +5,8 @@ answers every GET after ``--latency-s`` (20 ms) with a ``--size`` (16 KiB) body.
 a few lines on asyncio's protocols (keep-alive, a fixed response), not ``aiohttp.web``:
 on 3.13t aiohttp is pure Python, and its server took ~270 us of CPU per request, a core
 of the two the client runs on; this one takes ~60 us.  Measured, each on fresh
-connections, every contender once per round, rounds interleaved (``--rounds``, medians):
+connections, every contender once per round, the order rotated each round (``--rounds``,
+medians; ``benchmarks._rates.interleave``; the server: ``benchmarks._harness``):
 
 - ``HttpDataset`` through ``DataLoader(num_workers=W, item_concurrency=C)``: items/s
   against the ideal ``in_flight / latency``, with ``in_flight = max(W, 1) * C``;
@@ -20,11 +21,13 @@ connections, every contender once per round, rounds interleaved (``--rounds``, m
 
 ``--across-batches`` measures requests in flight across batch boundaries instead: 1,280
 items in batches of 64, every round ``num_workers=1, item_concurrency=64``, ``num_workers=2,
-item_concurrency=32`` (64 in flight either way) and plain aiohttp with 64 in flight, each
-loader as a ratio to that round's aiohttp (medians of the rounds' ratios).  Run it with
-``PYTHONPATH`` on two checkouts in turn for a before/after.
+item_concurrency=32`` (64 in flight either way), ``HttpDataset``'s coroutines alone, a ``ThreadPoolExecutor(64)``
+of blocking GETs, SPDL's async pipeline at concurrency 64 (ordered, batches of 64; where
+``spdl.pipeline`` imports: ``pip install spdl-core``, not a dependency) and plain aiohttp with
+64 in flight, each as a ratio to that round's aiohttp (medians of the rounds' ratios).  Run
+it with ``PYTHONPATH`` on two checkouts in turn for a before/after.
 
-Run: ``python benchmarks/bench_remote.py`` (``--items``, ``--latency-s``, ``--size``,
+Run: ``PYTHONPATH=. python benchmarks/bench_remote.py`` (``--items``, ``--latency-s``, ``--size``,
 ``--rounds``, ``--across-batches``).  Prints the load average at the start, one line per measurement (median
 and every round) and a JSON summary.  127.0.0.1 only.
 """
@@ -33,49 +36,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from typing import Any
 
+from benchmarks._harness import DelayedReplies, server_process
+from benchmarks._harness import serve as serve_until_stdin_closes
+from benchmarks._peers import has_spdl, spdl_items, threadpool
+from benchmarks._rates import interleave
 
 DEFAULT_ITEMS = 6400
 
 
 def serve(latency_s: float, size: int) -> None:
-    """The server process: prints its port, then serves until stdin closes."""
+    """The server process: prints its port, then answers every GET ``latency_s`` after its
+    headers end, in order, until stdin closes."""
     response = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + b"b" * size
 
-    class Protocol(asyncio.Protocol):
-        """Answers each request (a GET, no body) ``latency_s`` after its headers end, in order."""
+    def answer(head: bytes) -> tuple[float, bytes]:
+        return latency_s, response
 
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            self.transport: asyncio.Transport = transport  # type: ignore[assignment]
-            self.buffer = b""
-
-        def data_received(self, data: bytes) -> None:
-            self.buffer += data
-            while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-                self.buffer = self.buffer[end + 4 :]
-                asyncio.get_running_loop().call_later(latency_s, self.reply)
-
-        def reply(self) -> None:
-            if not self.transport.is_closing():
-                self.transport.write(response)
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(Protocol, "127.0.0.1", 0, backlog=4096)
-        print(server.sockets[0].getsockname()[1], flush=True)
-        await loop.run_in_executor(None, sys.stdin.read)
-        server.close()
-
-    asyncio.run(run())
+    serve_until_stdin_closes(lambda host, port: asyncio.get_running_loop().create_server(
+        lambda: DelayedReplies(answer), host, port, backlog=4096))
 
 
 def bench_loader(port: int, items: int, num_workers: int, item_concurrency: int) -> dict[str, float]:
@@ -119,23 +106,6 @@ def bench_plain(port: int, items: int, in_flight: int) -> float:
             return n / (time.perf_counter() - t0)
 
     return asyncio.run(run())
-
-
-def bench_threads(port: int, items: int, threads: int) -> float:
-    local = threading.local()
-
-    def get(i: int) -> int:
-        conn = getattr(local, "conn", None)
-        if conn is None:
-            conn = local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", f"/item/{i}")
-        return len(conn.getresponse().read())
-
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(get, range(threads)))  # warm-up: one connection per thread
-        t0 = time.perf_counter()
-        n = len(list(pool.map(get, range(items))))
-        return n / (time.perf_counter() - t0)
 
 
 def bench_moto(items: int, size: int) -> dict[str, float] | None:
@@ -199,21 +169,26 @@ def bench_direct(port: int, items: int, in_flight: int) -> float:
 
 def across_batches(port: int, items: int, rounds: int) -> dict[str, object]:
     """Loaders with 64 in flight against plain aiohttp with 64, interleaved, as ratios (and
-    ``HttpDataset`` without a loader, the dataset's own share of the gap)."""
-    contenders = {"w1_c64": (1, 64), "w2_c32": (2, 32)}
-    ratios: dict[str, list[float]] = {name: [] for name in (*contenders, "dataset_alone_64")}
-    plain: list[float] = []
-    for _ in range(rounds):
-        got = {name: bench_loader(port, items, w, c)["items_per_s"] for name, (w, c) in contenders.items()}
-        got["dataset_alone_64"] = bench_direct(port, items, 64)
-        plain.append(bench_plain(port, items, 64))
-        for name, value in got.items():
-            ratios[name].append(value / plain[-1])
+    ``HttpDataset`` without a loader, the dataset's own share of the gap, and the peers:
+    ``ThreadPoolExecutor(64)`` of blocking GETs, SPDL's pipeline at concurrency 64 where it
+    imports)."""
+    runs: dict[str, Callable[[], float]] = {
+        name: (lambda w=w, c=c: bench_loader(port, items, w, c)["items_per_s"])
+        for name, (w, c) in {"w1_c64": (1, 64), "w2_c32": (2, 32)}.items()
+    }
+    runs["dataset_alone_64"] = lambda: bench_direct(port, items, 64)
+    runs["threadpool_64"] = lambda: threadpool(port, items, 64)[0]
+    if has_spdl():
+        runs["spdl_64"] = lambda: spdl_items(port, items, 64)[0]
+    runs["plain"] = lambda: bench_plain(port, items, 64)
+    got = interleave(runs, rounds)
+    plain = got.pop("plain")
     summary: dict[str, object] = {"plain_aiohttp_64": statistics.median(plain)}
-    for name, runs in ratios.items():
-        median = statistics.median(runs)
-        print(f"{name}: {median:.2f}x plain aiohttp with 64 in flight (rounds: {', '.join(f'{r:.2f}' for r in runs)})")
-        summary[name] = {"ratio": median, "rounds": runs}
+    for name, rates in got.items():
+        ratios = [rate / ref for rate, ref in zip(rates, plain)]
+        median = statistics.median(ratios)
+        print(f"{name}: {median:.2f}x plain aiohttp with 64 in flight (rounds: {', '.join(f'{r:.2f}' for r in ratios)})")
+        summary[name] = {"ratio": median, "rounds": ratios}
     print(f"plain aiohttp, 64 in flight: {statistics.median(plain):,.0f} items/s")
     return summary
 
@@ -225,7 +200,47 @@ def _report(name: str, ideal: float, runs: list[float]) -> dict[str, object]:
     return {"items_per_s": median, "rounds": runs, "ideal": ideal}
 
 
-def main() -> None:
+def contenders(port: int, items: int, latency_s: float, rounds: int) -> dict[str, object]:
+    """Loaders with ``item_concurrency=64`` on 1 and 2 workers, plain aiohttp and a thread
+    pool, each 64 in flight, interleaved; items/s against the ideal."""
+    runs: dict[str, Callable[[], Any]] = {
+        f"http_w{w}_c64": (lambda w=w: bench_loader(port, items, w, 64)) for w in (1, 2)
+    }
+    runs["plain_aiohttp_64"] = lambda: bench_plain(port, items, 64)
+    runs["threadpool_64"] = lambda: threadpool(port, items, 64)[0]
+    got = interleave(runs, rounds)
+    summary: dict[str, object] = {}
+    ideal_64 = 64 / latency_s
+    for w in (1, 2):
+        loader = got[f"http_w{w}_c64"]
+        rates = [r["items_per_s"] for r in loader]
+        threads = max(r["threads"] for r in loader)
+        summary[f"http_w{w}_c64"] = {
+            **_report(f"HttpDataset num_workers={w} item_concurrency=64 ({threads} "
+                      f"threads; {100 * statistics.median(rates) / ideal_64:.0f}% of {ideal_64:,.0f})",
+                      w * 64 / latency_s, rates),
+            "threads": threads,
+        }
+    summary["plain_aiohttp_64"] = _report("plain aiohttp, one event loop, 64 in flight, no loader", ideal_64,
+                                          got["plain_aiohttp_64"])
+    summary["threadpool_64"] = _report("ThreadPoolExecutor(64), blocking http.client", ideal_64, got["threadpool_64"])
+    return summary
+
+
+def thread_counts_and_moto(port: int, items: int, size: int) -> dict[str, object]:
+    """The process's threads during an epoch by ``item_concurrency``, and ``ObjectStoreDataset``
+    against moto where it is installed."""
+    counts = {c: bench_loader(port, min(items, 2048), 2, c)["threads"] for c in (16, 64, 256)}
+    print(f"threads during an epoch by item_concurrency: {counts}")
+    summary: dict[str, object] = {"threads_by_item_concurrency": counts}
+    moto = bench_moto(min(items, 1024), size)
+    if moto is not None:
+        print(f"ObjectStoreDataset vs moto, num_workers=2 item_concurrency=64: {moto['items_per_s']:,.0f} items/s")
+        summary["objectstore_moto"] = moto
+    return summary
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=DEFAULT_ITEMS)
     parser.add_argument("--latency-s", type=float, default=0.02)
@@ -234,7 +249,7 @@ def main() -> None:
     parser.add_argument("--across-batches", action="store_true",
                         help="loaders with 64 in flight as ratios to plain aiohttp (1,280 items by default)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.serve:
         serve(args.latency_s, args.size)
         return
@@ -242,52 +257,17 @@ def main() -> None:
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
     print(f"Python {sys.version.split()[0]}{'' if gil else 't'}; load average at the start "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", f"--latency-s={args.latency_s}", f"--size={args.size}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline())
+    with server_process(__file__, f"--latency-s={args.latency_s}", f"--size={args.size}") as port:
         summary: dict[str, object] = {"latency_s": args.latency_s, "size": args.size, "items": args.items,
                                       "load_average": load}
         if args.across_batches:
             items = args.items if args.items != DEFAULT_ITEMS else 1280
             summary.update(across_batches(port, items, args.rounds))
             summary["load_average_end"] = os.getloadavg()
-            print(json.dumps(summary))
-            return
-        loaders: dict[int, list[dict[str, float]]] = {w: [] for w in (1, 2)}  # num_workers -> per round
-        plain: list[float] = []
-        pool: list[float] = []
-        for _ in range(args.rounds):  # every contender once per round: load changes hit them all alike
-            for w, got in loaders.items():
-                got.append(bench_loader(port, args.items, w, 64))
-            plain.append(bench_plain(port, args.items, 64))
-            pool.append(bench_threads(port, args.items, 64))
-        ideal_64 = 64 / args.latency_s
-        for w, got in loaders.items():
-            runs = [r["items_per_s"] for r in got]
-            summary[f"http_w{w}_c64"] = {
-                **_report(f"HttpDataset num_workers={w} item_concurrency=64 ({max(r['threads'] for r in got)} "
-                          f"threads; {100 * statistics.median(runs) / ideal_64:.0f}% of {ideal_64:,.0f})",
-                          w * 64 / args.latency_s, runs),
-                "threads": max(r["threads"] for r in got),
-            }
-        summary["plain_aiohttp_64"] = _report("plain aiohttp, one event loop, 64 in flight, no loader", ideal_64, plain)
-        summary["threadpool_64"] = _report("ThreadPoolExecutor(64), blocking http.client", ideal_64, pool)
-        counts = {c: bench_loader(port, min(args.items, 2048), 2, c)["threads"] for c in (16, 64, 256)}
-        print(f"threads during an epoch by item_concurrency: {counts}")
-        summary["threads_by_item_concurrency"] = counts
-        moto = bench_moto(min(args.items, 1024), args.size)
-        if moto is not None:
-            print(f"ObjectStoreDataset vs moto, num_workers=2 item_concurrency=64: {moto['items_per_s']:,.0f} items/s")
-            summary["objectstore_moto"] = moto
+        else:
+            summary.update(contenders(port, args.items, args.latency_s, args.rounds))
+            summary.update(thread_counts_and_moto(port, args.items, args.size))
         print(json.dumps(summary))
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        proc.wait(10)
 
 
 if __name__ == "__main__":

@@ -57,13 +57,16 @@ class TooManyFailures(RuntimeError):
     """More items of one epoch failed than ``max_failures`` allows; raised by ``next()``.
 
     The batch that passed the limit is not returned and the epoch ends (the next ``next()``
-    raises ``StopIteration``).  Raise the limit with ``DataLoader(..., max_failures=N)`` (a
+    raises ``StopIteration``).  It is not consumed either: ``DataLoader.state_dict()`` then
+    saves the position before it (and the failure counts before it), so a loader resumed from
+    that state (with a higher limit, or the items fixed) builds it again.  Raise the limit with ``DataLoader(..., max_failures=N)`` (a
     count) or a fraction in ``(0, 1)``, or fix the items the report names.
 
     Attributes:
         epoch: the epoch number.
         failed: items that failed in the epoch so far (failed substitutes included).
-        seen: items the epoch's batches were built from so far.
+        seen: items tried in the epoch so far: the batches' items, and under ``"replace"``
+            every substitute fetched (failed or not), so ``failed <= seen``.
         records: the epoch's ``FailureRecord`` s (at most 1000, in epoch order).
     """
 
@@ -116,7 +119,7 @@ class FailureLog:
     ``counts`` from any thread (one lock).
     """
 
-    __slots__ = ("_policy", "epoch", "_lock", "_records", "_counts")
+    __slots__ = ("_policy", "epoch", "_lock", "_records", "_counts", "_refused")
 
     def __init__(self, policy: ErrorPolicy, epoch: int, counts: dict[str, int] | None = None) -> None:
         self._policy = policy
@@ -126,6 +129,7 @@ class FailureLog:
         self._counts = {"seen": 0, "failed": 0, "skipped": 0, "replaced": 0}
         if counts is not None:
             self._counts.update({k: int(counts[k]) for k in self._counts})
+        self._refused: dict[str, int] | None = None  # the counts before the batch that passed the limit
 
     def add(self, seen: int, failures: list[FailureRecord], skipped: int, replaced: int) -> None:
         """Count a batch taken by ``next()``: ``seen`` items, their ``failures``, the items
@@ -144,7 +148,11 @@ class FailureLog:
             if room > 0:
                 self._records.extend(failures[:room])
             failed, total = c["failed"], c["seen"]
-        if failures and self._policy.exceeded(failed, total):
+            refused = bool(failures) and self._policy.exceeded(failed, total)
+            if refused:  # the counts before this batch: the position state_dict() saves
+                added = {"seen": seen, "failed": len(failures), "skipped": skipped, "replaced": replaced}
+                self._refused = {k: c[k] - added[k] for k in c}
+        if refused:
             raise self._too_many(failed, total)
 
     def _too_many(self, failed: int, seen: int) -> TooManyFailures:
@@ -165,9 +173,16 @@ class FailureLog:
             return list(self._records)
 
     def counts(self) -> dict[str, int]:
-        """``{"seen", "failed", "skipped", "replaced"}`` so far (a new dict; ``state_dict`` saves it)."""
+        """``{"seen", "failed", "skipped", "replaced"}`` so far, the batch refused by
+        ``TooManyFailures`` included (a new dict; ``loader.stats``)."""
         with self._lock:
             return dict(self._counts)
+
+    def position_counts(self) -> dict[str, int]:
+        """``counts()`` at the consumer's position, which ``state_dict`` saves: after
+        ``TooManyFailures``, those before the refused batch (a new dict)."""
+        with self._lock:
+            return dict(self._counts if self._refused is None else self._refused)
 
 
 def check_counts(counts: object) -> dict[str, int]:

@@ -245,9 +245,9 @@ class EpochPlan:
         snaps: StreamSnapshots | None = None
         try:
             if stateful(self.dataset):
-                # The dataset's state at the consumer's position, the first snapshot before
-                # iter(dataset) (stream_state.StreamSnapshots).
-                snaps = StreamSnapshots(self.dataset, resume.yielded)
+                # The dataset's state at the consumer's position, from the epoch's start
+                # (None unless resumed from a loaded state: stream_state.StreamSnapshots).
+                snaps = StreamSnapshots(self.dataset, resume.yielded, resume.loaded)
             items = source.sequential()
             if snaps is not None:
                 items = (items[0], snaps.wrap(items[1]))

@@ -6,7 +6,8 @@ are ``Epoch`` and ``SequentialEpoch`` whose ``_next`` adds it to the epoch's ``F
 (on the consumer thread, in epoch order) and returns its batch; a ``SKIPPED`` batch (every
 item failed under ``"skip"``) is counted as a position (``state_dict`` resumes after it) and
 ``next()`` goes on with the next batch, so an epoch never ends short silently.  When the
-failures pass ``max_failures``, ``next()`` raises ``TooManyFailures`` and the epoch ends.
+failures pass ``max_failures``, ``next()`` raises ``TooManyFailures`` and the epoch ends; the
+batch it refused is not a position (``state_dict`` resumes at it).
 A loader without a policy never builds these classes: its ``next()`` is unchanged.
 """
 
@@ -19,33 +20,38 @@ from dataloader._engine.failures import FailureLog, TooManyFailures
 from dataloader._engine.iterator import SequentialEpoch
 from dataloader._engine.outcome import Failure
 from dataloader._engine.recover import SKIPPED, Recovered, SubstitutesFailed
+from dataloader._engine.resume import Progress
 
 __all__ = ["PolicedEpoch", "PolicedSequentialEpoch", "policed_next"]
 
 
-def policed_next(it: Epoch | SequentialEpoch, log: FailureLog, next_batch: Any) -> Any:
-    """The next batch of ``it`` (``next_batch()``: its own ``_next``), through ``log``.
+def policed_next(it: Epoch | SequentialEpoch, log: FailureLog, next_batch: Any, progress: Progress) -> Any:
+    """The next batch of ``it`` (``next_batch()``: its own ``_next``, which counted it in
+    ``progress``), through ``log``.
 
     Raises:
-        TooManyFailures: the epoch's failures passed ``max_failures`` (the epoch is closed).
+        TooManyFailures: the epoch's failures passed ``max_failures`` (the epoch is closed, and
+            the refused batch is not a position: ``progress`` goes back before it).
     """
     while True:
         out = next_batch()
         if type(out) is not Recovered:  # a Failure (collate_fn, an interrupt, a failed replace)
             if type(out) is Failure and type(out.exc) is SubstitutesFailed:  # its items' failures count
-                _count(it, log, out.exc.seen, out.exc.records, 0, 0)
+                _count(it, log, progress, out.exc.seen, out.exc.records, 0, 0)
             return out
-        _count(it, log, out.seen, out.failures, out.skipped, out.replaced)
+        _count(it, log, progress, out.seen, out.failures, out.skipped, out.replaced)
         if out.batch is not SKIPPED:
             return out.batch  # a Failure (collate_fn after failed items) is raised by __next__
 
 
-def _count(it: Epoch | SequentialEpoch, log: FailureLog, seen: int, failures: list[Any], skipped: int,
-           replaced: int) -> None:
-    """``log.add`` of a batch; past ``max_failures`` the epoch is closed and ``TooManyFailures`` raised."""
+def _count(it: Epoch | SequentialEpoch, log: FailureLog, progress: Progress, seen: int, failures: list[Any],
+           skipped: int, replaced: int) -> None:
+    """``log.add`` of a batch; past ``max_failures`` the epoch is closed and ``TooManyFailures``
+    raised, the batch not consumed (a resume builds it again; ``log.position_counts``)."""
     try:
         log.add(seen, failures, skipped, replaced)
     except TooManyFailures:
+        progress.yielded -= 1  # next_batch() counted it; never returned, so not a position
         it.close()
         raise
 
@@ -62,7 +68,7 @@ class PolicedEpoch(Epoch):
         super().__init__(**kwargs)
 
     def _next(self) -> Any:
-        return policed_next(self, self._failures, super()._next)
+        return policed_next(self, self._failures, super()._next, self._progress)
 
 
 class PolicedSequentialEpoch(SequentialEpoch):
@@ -77,4 +83,4 @@ class PolicedSequentialEpoch(SequentialEpoch):
         super().__init__(**kwargs)
 
     def _next(self) -> Any:
-        return policed_next(self, self._failures, super()._next)
+        return policed_next(self, self._failures, super()._next, self._progress)

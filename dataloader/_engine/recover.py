@@ -80,7 +80,8 @@ class Recovered:
     Attributes:
         batch: the collated batch, ``SKIPPED``, or the ``Failure`` of a ``collate_fn`` that
             failed after some of the batch's items had failed (``next()`` raises it).
-        seen: items the batch was built from (its indices).
+        seen: items tried for the batch: its indices, and under ``"replace"`` every substitute
+            fetched (so ``len(failures) <= seen``).
         failures: the records of its failed items (substitutes that failed too), in order.
         skipped, replaced: items dropped and items substituted.
     """
@@ -98,7 +99,8 @@ class SubstitutesFailed(RuntimeError):
     toward ``max_failures`` like any other.
 
     Attributes:
-        seen: items the failed batch was built from.
+        seen: items tried for the failed batch: its indices, and the substitutes of the places
+            whose records are kept (``records``).
         records: the batch's failure records (the failing items and every failed substitute).
     """
 
@@ -182,8 +184,11 @@ class PolicyBuilder(Builder):
                 pass  # narrowed to its items below
         items, failures, replaced = self._apply(k, indices, self._outcomes(indices if source is None else source))
         skipped = len(indices) - len(items)
+        # Items tried: the batch's, and under "replace" every substitute (each failing place ends
+        # with one that did not fail: a failure record each, but the batch's own failing items).
+        seen = len(indices) + (len(failures) if self._policy.on_error == "replace" else 0)
         if not items:
-            return Recovered(SKIPPED, len(indices), failures, skipped, 0)
+            return Recovered(SKIPPED, seen, failures, skipped, 0)
         rec.fetched()
         try:
             batch = self._collate(items if self._auto else items[0])
@@ -192,10 +197,10 @@ class PolicyBuilder(Builder):
                 raise
             # next() raises the collate error, and the failed items of its batch still count.
             rec.failed()
-            return Recovered(Failure(no_stop_iteration(exc, "collate_fn", "building a batch")), len(indices),
+            return Recovered(Failure(no_stop_iteration(exc, "collate_fn", "building a batch")), seen,
                              failures, 0, 0)
         rec.done()
-        return Recovered(batch, len(indices), failures, skipped, replaced)
+        return Recovered(batch, seen, failures, skipped, replaced)
 
     def _apply(self, k: int, indices: Sequence[Any], outcomes: list[Any]) -> tuple[list[Any], list[FailureRecord], int]:
         """The batch's items after the policy, its failure records and the items replaced."""
@@ -260,10 +265,13 @@ class PolicyBuilder(Builder):
             return got
         place = waiting[0]
         last = {place: last[place]}
+        records = [r for p, rs in failed.items() if p <= place for r in rs]
+        # Those places' substitutes were tried, failed (a record each) or not: items seen too.
+        tried = len(records) - sum(p <= place for p in failed) + sum(p < place for p in got)
         raise SubstitutesFailed(
             f"on_error='replace': batch {k} of epoch {epoch}, place {place}: {MAX_REPLACE_ATTEMPTS} substitutes "
-            f"failed in a row (the data may be mostly broken; see loader.failures)", seen,
-            [r for p, records in failed.items() if p <= place for r in records]) from last.pop(place)
+            f"failed in a row (the data may be mostly broken; see loader.failures)", seen + tried,
+            records) from last.pop(place)
 
 
 def item_outcomes(

@@ -8,7 +8,8 @@ dataset):
 - ``"seed"``: the loader's base seed (loading it replaces the new loader's seed);
 - ``"epoch"``: the epoch being iterated (or the next one, at an epoch boundary);
 - ``"yielded"``: batches of that epoch already returned by ``next()``, *at the consumer*: an
-  exception raised by ``next()`` for a batch counts as a position seen, but an interrupt
+  exception raised by ``next()`` for a batch counts as a position seen (but ``TooManyFailures``:
+  the batch it refused is built again after resume), but an interrupt
   (``errors.INTERRUPTS``: Ctrl-C, ``sys.exit()``) does not, wherever it was raised (the
   sampler, ``__getitem__``, a transform, ``collate_fn``, a wait for workers): the batch being
   built is built again after resume; batches the workers had built ahead (prefetched) but
@@ -18,7 +19,11 @@ dataset):
   (None when it has none; see ``dataloader._sampling.state``);
 - ``"dataset"``: the dataset's ``state_dict()`` at the time of the call (None when it has
   none); for an ``IterableDataset`` iterated mid-epoch, its state at the consumer's
-  position (below);
+  position (below); for an ``IterableDataset`` at an epoch's start (a fresh loader, an ended
+  epoch, ``iter()`` before the first batch is built), None: the epoch starts as
+  ``iter(dataset)`` starts it (a stream's ``state_dict()`` there may be where its last
+  iteration ended, which would resume an empty epoch), unless the epoch starts from a state
+  loaded into the loader (then the dataset's ``state_dict()``, the loaded position);
 - ``"failures"`` (only mid-epoch under ``on_error="skip"``/``"replace"``): the epoch's failure
   counts at the position, ``{"seen", "failed", "skipped", "replaced"}`` (``failures.FailureLog``),
   which the resumed epoch starts from (its records are not saved);
@@ -92,16 +97,13 @@ from typing import Any, NamedTuple
 from dataloader._engine.elastic import ElasticSampler
 from dataloader._engine.failures import check_counts
 from dataloader._engine.resume_checks import Layout
+from dataloader._engine.resume_load import check_loaded
 from dataloader._engine.stream_state import PositionMoved
 from dataloader._sampling.batch import starts_late
-from dataloader._sampling.state import check_state
-from dataloader._validate import check_int
 
 __all__ = ["STATE_VERSION", "EpochResume", "Progress", "Resumer", "skip_items", "stateful"]
 
 STATE_VERSION = 2
-_VERSIONS = (1, 2)  # 1: the first release's, without "loader" (nothing of the loader checked)
-_KEYS = ("version", "seed", "epoch", "yielded", "sampler", "dataset")
 
 
 class Progress:
@@ -131,14 +133,16 @@ class Progress:
 class EpochResume(NamedTuple):
     """Where an epoch starts (``Resumer.begin``): its number, the batches already returned
     (``yielded``), the work items to draw and drop first (``skip``), the per-worker state
-    of a stateful ``IterableDataset`` to load (``streams``), or None, and the failure counts
-    the epoch starts from (``failures``), or None."""
+    of a stateful ``IterableDataset`` to load (``streams``), or None, the failure counts
+    the epoch starts from (``failures``), or None, and whether the dataset itself was given
+    a loaded state to start from (``loaded``: its ``state_dict()`` is then the epoch's start)."""
 
     epoch: int
     yielded: int
     skip: int
     streams: dict[str, Any] | None
     failures: dict[str, int] | None = None
+    loaded: bool = False  # the dataset was given a loaded state to start the epoch from
 
 
 def stateful(dataset: Any) -> bool:
@@ -176,6 +180,7 @@ class Resumer:
         self._start_state: Any = None  # the sampler's state when the last epoch started
         self._start_error: Exception | None = None  # its state_dict() raised
         self._pending: dict[str, Any] | None = None  # loaded, for the next epoch
+        self._loaded = False  # the last epoch started from a dataset state loaded into the dataset
 
     @property
     def sampler(self) -> Any:
@@ -205,13 +210,14 @@ class Resumer:
         pending, self._pending = self._pending, None
         sampler = self._sampler
         self._start_error = None
-        skip, streams = 0, None
+        skip, streams, self._loaded = 0, None, False
         if pending is not None:
             self._start_state = pending["sampler"]
             if self._streams and pending["yielded"]:
                 streams = pending["dataset"]  # loaded by each worker into its copy
             elif pending["dataset"] is not None:
                 dataset.load_state_dict(pending["dataset"])
+                self._loaded = True
             # Drawn and dropped: what neither the sampler (load) nor the dataset's state resumed.
             if not (starts_late(sampler) and self._start_state is not None):
                 if not (sampler is None and pending["dataset"] is not None):
@@ -225,7 +231,8 @@ class Resumer:
             self._start_state = None
         yielded = pending["yielded"] if pending is not None else 0
         self._progress = Progress(epoch, yielded)
-        return EpochResume(epoch, yielded, skip, streams, pending.get("failures") if pending is not None else None)
+        failures = pending.get("failures") if pending is not None else None
+        return EpochResume(epoch, yielded, skip, streams, failures, self._loaded)
 
     def track(self, progress: Progress) -> None:
         """Follow ``progress``, the started epoch's own (its ``begin`` came just before, under
@@ -252,7 +259,7 @@ class Resumer:
         progress = self._progress  # under an error policy, mid-epoch: the epoch's failure counts
         if (self._pending is None and progress is not None and not progress.done and progress.failures is not None
                 and sd["yielded"]):
-            sd["failures"] = progress.failures.counts()
+            sd["failures"] = progress.failures.position_counts()
         return sd
 
     def _current(self, seed: int, next_epoch: int, dataset: Any, in_order: bool) -> dict[str, Any]:
@@ -262,7 +269,7 @@ class Resumer:
             sampler_state = None
             if self._sampler is not None and hasattr(self._sampler, "state_dict"):
                 sampler_state = self._sampler.state_dict()
-            return self._state(seed, epoch, 0, sampler_state, _dataset_state(dataset))
+            return self._state(seed, epoch, 0, sampler_state, self._at_start(dataset, loaded=False))
         if self._start_error is not None:
             raise self._start_error
         streams = progress.streams
@@ -278,7 +285,7 @@ class Resumer:
             yielded, at = _stream_position(progress, streams)
             return self._state(seed, progress.epoch, yielded, self._start_state, at)
         if not yielded:
-            return self._state(seed, progress.epoch, 0, self._start_state, _dataset_state(dataset))
+            return self._state(seed, progress.epoch, 0, self._start_state, self._at_start(dataset, self._loaded))
         if streams is None:
             raise TypeError(
                 "state_dict() in the middle of an epoch over an IterableDataset without "
@@ -288,6 +295,13 @@ class Resumer:
             )
         yielded, at = _stream_position(progress, streams)
         return self._state(seed, progress.epoch, yielded, None, at)
+
+    def _at_start(self, dataset: Any, loaded: bool) -> Any:
+        """The dataset's state at an epoch's start (nothing drawn yet).  An ``IterableDataset``'s
+        ``state_dict()`` there may be the position its last iteration ended at (a stream's next
+        ``iter()`` starts anew): None, the epoch starts as ``iter(dataset)`` starts it, unless
+        the epoch starts from a state loaded into the dataset (``loaded``)."""
+        return _dataset_state(dataset) if loaded or self._sampler is not None else None
 
     def _state(self, seed: int, epoch: int, yielded: int, sampler: Any, dataset: Any) -> dict[str, Any]:
         return {"version": STATE_VERSION, "seed": seed, "epoch": epoch, "yielded": yielded,
@@ -308,43 +322,9 @@ class Resumer:
         """
         if self._elastic is not None and self._layout is not None:  # another world size, or a list
             sd = self._elastic.resolve(sd, self._layout.describe())
-        # A copy: what is loaded (kept until the next epoch, handed to the sampler, the dataset
-        # or a worker's copy, which may keep it as its live state) shares nothing with ``sd``.
-        sd = copy.deepcopy(check_state(sd, "DataLoader", _KEYS, ("loader", "elastic", "failures")))
-        if type(sd["version"]) is not int or sd["version"] not in _VERSIONS:
-            raise ValueError(f"DataLoader state 'version'={sd['version']!r} is not 1 or 2 (unknown format)")
-        seed = check_int(sd["seed"], "DataLoader state 'seed'", minimum=0, maximum=2**63 - 1)
-        epoch = check_int(sd["epoch"], "DataLoader state 'epoch'", minimum=0)
-        yielded = check_int(sd["yielded"], "DataLoader state 'yielded'", minimum=0)
-        if self._layout is not None:  # this loader's epoch must hold the saved position
-            self._layout.check(sd, yielded)
-        if sd["sampler"] is not None and not isinstance(sd["sampler"], dict):
-            raise TypeError(f"DataLoader state 'sampler' must be a dict or None, got {type(sd['sampler']).__name__}")
-        if sd["sampler"] is not None and not hasattr(self._sampler, "load_state_dict"):
-            raise TypeError(
-                f"DataLoader state 'sampler' holds a sampler state, but {type(self._sampler).__name__} "
-                "has no load_state_dict"
-            )
-        if sd["dataset"] is not None and not hasattr(dataset, "load_state_dict"):
-            raise TypeError(
-                f"DataLoader state 'dataset' holds a dataset state, but {type(dataset).__name__} "
-                "has no load_state_dict"
-            )
-        if self._streams and yielded:
-            if sd["dataset"] is None:
-                raise TypeError(
-                    "resuming an IterableDataset in the middle of an epoch with "
-                    f"num_workers={workers} needs per-worker dataset states (a dataset with "
-                    "state_dict/load_state_dict), or num_workers=0"
-                )
-            _check_streams(sd["dataset"], workers)
-        elif self._sampler is None and yielded and _per_worker(sd["dataset"]):
-            raise ValueError(
-                f"DataLoader state 'dataset' holds per-worker states for {len(sd['dataset']['workers'])} "
-                f"workers; this loader has num_workers={workers}: resume an IterableDataset with the "
-                "same num_workers"
-            )
-        checked = self._state(seed, epoch, yielded, sd["sampler"], sd["dataset"])
+        sd = check_loaded(sd, self._sampler, dataset, workers, self._layout)
+        yielded = sd["yielded"]
+        checked = self._state(sd["seed"], sd["epoch"], yielded, sd["sampler"], sd["dataset"])
         if sd["sampler"] is not None:  # applied now: a malformed sampler state fails here
             if starts_late(self._sampler):
                 self._sampler.load_state_dict({**sd["sampler"], "start": yielded})
@@ -375,30 +355,3 @@ def _stream_position(progress: Progress, streams: Any) -> tuple[int, Any]:
 
 def _dataset_state(dataset: Any) -> Any:
     return dataset.state_dict() if hasattr(dataset, "state_dict") else None
-
-
-def _per_worker(state: object) -> bool:
-    """``state`` is a per-worker iterable state (``StatefulStreamItems.state``), which only a
-    loader with that many workers can resume (the dataset's own state would be one dict)."""
-    return (
-        isinstance(state, dict) and set(state) == {"workers", "last", "live"}
-        and isinstance(state["workers"], list) and isinstance(state["live"], list)
-    )
-
-
-def _check_streams(state: object, workers: int) -> None:
-    sd = check_state(state, "DataLoader 'dataset' (per-worker iterable)", ("workers", "last", "live"))
-    saved = sd["workers"]
-    if not isinstance(saved, list) or len(saved) != workers:
-        got = len(saved) if isinstance(saved, list) else type(saved).__name__
-        raise ValueError(
-            f"DataLoader state 'dataset' holds per-worker states for {got} workers; this loader "
-            f"has num_workers={workers}: resume an IterableDataset with the same num_workers"
-        )
-    check_int(sd["last"], "DataLoader state 'dataset' 'last'", minimum=-1, maximum=workers - 1)
-    live = sd["live"]
-    if not isinstance(live, list) or any(
-        check_int(w, "DataLoader state 'dataset' 'live' item", minimum=0, maximum=workers - 1) != w for w in live
-    ) or live != sorted(set(live)):
-        raise ValueError(f"DataLoader state 'dataset' 'live'={live!r} must be a sorted list of distinct worker ids")
-

@@ -24,9 +24,12 @@ Resuming (the same ``num_workers``): each worker copies the dataset, runs
 has one) before ``iter()``; the rotation continues after ``last`` over ``live``.
 
 ``num_workers=0`` (``StreamSnapshots``): the consumer iterates the dataset itself; its
-state is snapshotted (``state_dict()`` and a deep copy) before the epoch's ``iter()`` and
-after each batch ``next()`` builds, so a Ctrl-C while a batch is being built (items already
-drawn from the stream) resumes at that batch, not after the items it drew.
+state is snapshotted (``state_dict()`` and a deep copy) after each batch ``next()`` builds,
+so a Ctrl-C while a batch is being built (items already drawn from the stream) resumes at
+that batch, not after the items it drew.  Before the epoch's first batch the state is None
+(the epoch starts as ``iter(dataset)`` starts it: a stream's ``state_dict()`` there may be
+where its last iteration ended, which would resume an empty epoch), or, in an epoch resumed
+from a loaded state, a snapshot taken before the epoch's ``iter()`` (the loaded position).
 
 Both keep the state of the position before the last batch too: an interrupt
 (``errors.INTERRUPTS``) after a batch was built but before ``next()`` counted it leaves
@@ -92,17 +95,21 @@ class StreamSnapshots:
     Args:
         dataset: the ``IterableDataset`` (with ``state_dict``), not iterated yet this epoch.
         yielded: the epoch's position at its start (a resumed epoch's ``yielded``).
+        loaded: the dataset was given a loaded state to start the epoch from: its
+            ``state_dict()`` is the epoch's start; else the start's state is None (its
+            ``state_dict()`` may be where its last iteration ended; the epoch starts as
+            ``iter(dataset)`` starts it).
 
     Thread-safety: ``wrap``'s builder on the consumer's thread only, as ``next()``; ``state``
     from any thread (it reads one record, replaced whole after each batch).
     """
 
-    def __init__(self, dataset: Any, yielded: int) -> None:
+    def __init__(self, dataset: Any, yielded: int, loaded: bool = False) -> None:
         self._dataset = dataset
         # (batches built since the epoch's start, failures included; the state after them;
         # the state one batch earlier): one tuple, replaced whole, so that a state() on another
         # thread never pairs a count with another count's state.
-        self._record: tuple[int, Any, Any] = (yielded, snapshot(dataset), None)
+        self._record: tuple[int, Any, Any] = (yielded, snapshot(dataset) if loaded else None, None)
 
     def wrap(self, build: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """``build`` that snapshots the state after each batch (or failure) it builds."""

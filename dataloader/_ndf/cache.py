@@ -269,9 +269,22 @@ class CachedDataset(Dataset[Any]):
         schema = self._schema or self._first(items[0], int(idx[0]))
         x, y = schema.columns(items, idx)
         slots = self._slots
-        if slots is not None and slots.write(idx, schema.rows(x, y)):
+        if slots is not None and self._write(slots, idx, schema.rows(x, y)):
             self._open()  # this write completed the file
         return schema.batch(x, y)
+
+    def _write(self, slots: RowSlots, idx: np.ndarray, rows: np.ndarray) -> bool:
+        """``slots.write``; a finish that failed (``slots`` closed, its rows gone: the
+        directory removed, the disk full at the rename) is forgotten, so the next batch
+        starts a new file rather than every later epoch computing items it never keeps."""
+        try:
+            return slots.write(idx, rows)
+        except OSError:
+            if slots.closed:
+                with self._lock:
+                    if self._slots is slots:
+                        self._slots = self._schema = None
+            raise
 
     def _first(self, item: Any, index: int) -> ItemSchema:
         """Set the schema from the first item and start the file (once, under the lock)."""

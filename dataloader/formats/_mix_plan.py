@@ -64,16 +64,21 @@ def shares_of(weights: Sequence[float] | np.ndarray, n_sources: int) -> np.ndarr
         raise ValueError(f"weights must be {n_sources} numbers (one per source), got shape {w.shape}")
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError(f"weights must be finite and >= 0, got {w.tolist()}")
-    total = float(w.sum())
+    given = w
+    with np.errstate(over="ignore"):
+        total = float(w.sum())
     if total <= 0:
         raise ValueError(f"weights must not all be zero, got {w.tolist()}")
+    if not np.isfinite(total):  # finite weights whose sum overflows: the same ratios, scaled down
+        w = w / w.max()
+        total = float(w.sum())
     cum = np.floor(np.cumsum(w) / total * SHARE_ONE + 0.5).astype(np.uint64)
     cum[-1] = SHARE_ONE
     shares = np.diff(cum, prepend=np.uint64(0))
     small = np.flatnonzero((w > 0) & (shares < (SHARE_ONE >> MAX_BLOCK_BITS)))
     if small.size:
         s = int(small[0])
-        raise ValueError(f"weights[{s}]={w[s]} is below 2**-{MAX_BLOCK_BITS} of the total; use 0 to leave it out")
+        raise ValueError(f"weights[{s}]={given[s]} is below 2**-{MAX_BLOCK_BITS} of the total; use 0 to leave it out")
     return shares
 
 

@@ -38,10 +38,11 @@ from dataloader._datasets.base import IterableDataset
 
 __all__ = ["HFIterableDataset"]
 
-# The loader's epoch of the iteration a state was taken in, added to HF's state dict: a state
-# of another epoch (a save at an epoch boundary holds the ended epoch's last position) is
-# not resumed, the next epoch starts at its beginning (as TarShardDataset's states do).
-EPOCH_KEY = "dataloader_epoch"
+# The loader's epoch of the iteration a state was taken in, which the previous release added to
+# HF's state dict (its loader saved the ended epoch's last position at the next epoch's start;
+# the loader now saves no dataset state there): such a state still loads, resumed only in that
+# epoch (another epoch starts at its beginning); states are no longer written with it.
+_OLD_EPOCH_KEY = "dataloader_epoch"
 
 
 class HFIterableDataset(IterableDataset):
@@ -87,7 +88,6 @@ class HFIterableDataset(IterableDataset):
         self.world_size = world_size
         self._stream: Any = None  # the copy this object iterates (set by __iter__)
         self._start: Any = None  # a state for the next __iter__ (load_state_dict)
-        self._epoch: int | None = None  # the loader's epoch of that iteration (None: outside one)
 
     def __repr__(self) -> str:
         split = "" if self.rank is None else f", rank={self.rank}, world_size={self.world_size}"
@@ -101,13 +101,16 @@ class HFIterableDataset(IterableDataset):
         return self._started(part)
 
     def _started(self, part: Any) -> Iterator[Any]:
-        """``part``'s examples, from the loaded state when it is of this epoch (read when the
-        first example is asked for: the loader sets the epoch while it builds a batch)."""
-        key = _context.thread_state().epoch_key
-        self._epoch = None if key is None else key[1]
+        """``part``'s examples, from the loaded state (one of the previous release's, with the
+        loader's epoch in it, only in that epoch: read when the first example is asked for, as
+        the loader sets the epoch while it builds a batch)."""
         start, self._start = self._start, None
-        if start is not None and start.get(EPOCH_KEY, self._epoch) == self._epoch:
-            part.load_state_dict({k: v for k, v in start.items() if k != EPOCH_KEY})
+        if start is not None and _OLD_EPOCH_KEY in start:  # not popped: worker copies share it
+            key = _context.thread_state().epoch_key
+            same = key is None or key[1] == start[_OLD_EPOCH_KEY]
+            start = {k: v for k, v in start.items() if k != _OLD_EPOCH_KEY} if same else None
+        if start is not None:
+            part.load_state_dict(start)
         self._stream = part
         yield from _examples(part)
 
@@ -122,21 +125,21 @@ class HFIterableDataset(IterableDataset):
         return mine.shard(num_shards=info.num_workers, index=info.id, contiguous=False)
 
     def state_dict(self) -> dict[str, Any]:
-        """HF's ``state_dict()`` of the copy being iterated, plus the loader's epoch of that
-        iteration (``EPOCH_KEY``) inside a loader; a state loaded and not yet used; before
-        either, the dataset's."""
+        """HF's ``state_dict()`` of the copy being iterated (or last iterated: after its end,
+        the ended position; a loader saves no dataset state at an epoch's start); a state
+        loaded and not yet used; before either, the dataset's."""
         if self._start is not None:
             return copy.deepcopy(self._start)
         if self._stream is not None:
             state: dict[str, Any] = self._stream.state_dict()
-            return state if self._epoch is None else {**state, EPOCH_KEY: self._epoch}
+            return state
         initial: dict[str, Any] = self.dataset.state_dict()
         return initial
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Start the next ``iter()`` from HF's ``state`` (``state_dict()``'s result; one taken
-        in another epoch of a loader than the one iterating next is not resumed: that epoch
-        starts at its beginning).
+        """Start the next ``iter()`` from HF's ``state`` (``state_dict()``'s result; a state of
+        the previous release, which holds the loader's epoch it was taken in, is resumed only
+        in that epoch of a loader: another epoch starts at its beginning).
 
         Raises:
             TypeError: ``state`` is not a dict.

@@ -9,7 +9,7 @@ resume holds as is.  Iterable sources give a :class:`~dataloader.formats.mix_str
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,8 +72,9 @@ class MixDataset(Dataset[Any]):
             an unknown ``stop_on``, ``num_samples`` with another rule.
     """
 
-    def __new__(cls, sources: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
-        if cls is MixDataset and _all_iterable(sources):
+    def __new__(cls, sources: Sequence[Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        # No sources: a copy or an unpickling (``cls.__new__(cls)``), whose __dict__ follows.
+        if cls is MixDataset and sources is not None and _all_iterable(sources):
             from dataloader.formats.mix_stream import MixStream  # lazy: only streams need it
 
             return MixStream(sources, *args, **kwargs)
@@ -181,6 +182,9 @@ class MixDataset(Dataset[Any]):
 
 
 def _all_iterable(sources: Sequence[Any]) -> bool:
+    if isinstance(sources, Iterator):  # read here, it would reach __init__ empty
+        raise TypeError(f"MixDataset sources must be a sequence (e.g. a list), got an iterator "
+                        f"({type(sources).__name__})")
     kinds = [isinstance(d, IterableDataset) for d in sources]
     if any(kinds) and not all(kinds):
         raise TypeError("MixDataset sources must be all map-style or all IterableDataset, not both")

@@ -9,7 +9,7 @@ time with NumPy.  Its state is a handful of integers plus each source's own stat
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +36,8 @@ class MixStream(IterableDataset):
             ``"all_exhausted"``: a source that ends starts a new pass (a new ``iter()``) until
             every source with a positive weight has ended once, then the stream ends;
             ``"never"``: sources restart forever (or until ``num_samples``).
-        num_samples: with ``"never"``, the number of samples (int >= 0); ``None``: endless.
+        num_samples: with ``"never"``, the number of samples (int >= 0) of each iterator, so of
+            each worker with ``num_workers > 0``; ``None``: endless.
 
     Sample ``p`` (counted from 0 in each epoch) comes from the source the counter-based choice
     gives ``(seed, epoch, p)``: the same for every run, no RNG state.  The epoch is the loader's
@@ -49,11 +50,14 @@ class MixStream(IterableDataset):
     "passes", "done", "sources"}``; a source's entry is its own ``state_dict()`` where it has
     one (exact), else ``None`` and the source is replayed: a fresh ``iter()`` whose first
     ``drawn[s]`` items (this pass's) are skipped, exact when the source repeats itself.
-    New weights: ``set_weights(w)`` (also right after ``load_state_dict``) applies from the next
-    sample: a new segment of positions starts there, keyed by its first position.
+    New weights: ``set_weights(w)`` (also right before or after ``load_state_dict``, so after
+    ``loader.load_state_dict``, which loads the state when the next epoch starts) applies from
+    the next sample: a new segment of positions starts there, keyed by its first position.
 
     Thread-safety: one iterator at a time per object (each worker has its own copy);
-    :meth:`set_weights` from another thread takes effect at the next sample.
+    :meth:`set_weights` from another thread takes effect at the next sample of this object's
+    iterator (``num_workers=0``); the workers' copies are made when an epoch starts, so with
+    ``num_workers > 0`` it takes effect from the next epoch.
 
     Raises:
         TypeError: a source that is not an ``IterableDataset``.
@@ -82,6 +86,7 @@ class MixStream(IterableDataset):
         self._epoch = 0
         self._resume: dict[str, Any] | None = None
         self._live: _Run | None = None
+        self._weights_set = False  # set_weights since the last iter(): a state loaded now keeps them
 
     @property
     def weights(self) -> np.ndarray:
@@ -90,14 +95,16 @@ class MixStream(IterableDataset):
 
     def set_weights(self, weights: Sequence[float] | np.ndarray) -> None:
         """Mix by ``weights`` from the next sample on (of the running iterator, or of the
-        resumed one after ``load_state_dict``).
+        resumed one, whether its state is loaded before or after this call: a loader loads
+        the state it was given when its next epoch starts).
 
         Raises:
             ValueError: bad weights (as in the constructor).
         """
         self._shares = shares_of(weights, len(self.sources))
+        self._weights_set = True
         if self._resume is not None:
-            self._resume = dict(self._resume, shares=self._shares.tolist(), segment=self._resume["position"])
+            self._resume = _reweighted(self._resume, self._shares)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch used outside a loader (inside, the loader's epoch is used)."""
@@ -130,6 +137,13 @@ class MixStream(IterableDataset):
         mine._live = None
         return mine
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickle or deep copy leaves the running iteration out (its sources' iterators may be
+        generators); a loaded state not yet iterated goes with it."""
+        state = dict(self.__dict__)
+        state["_live"] = None
+        return state
+
     def state_dict(self) -> dict[str, Any]:
         """The position of the running (or last) iterator, JSON-ready (see the class docstring)."""
         if self._live is not None:
@@ -139,19 +153,25 @@ class MixStream(IterableDataset):
         return _Run.initial(self).state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Make the next ``iter()`` continue from ``state`` (a :meth:`state_dict`).
+        """Make the next ``iter()`` continue from ``state`` (a :meth:`state_dict`), with the
+        state's weights, or with those given to :meth:`set_weights` since the last ``iter()``
+        (a new segment from the state's position when they differ from the state's).
 
         Raises:
-            ValueError: a state of another number of sources.
+            ValueError: not a ``MixStream`` state (a key missing, shares that do not sum to
+                ``2**32``), or a state of another number of sources.
         """
-        if len(state["drawn"]) != len(self.sources):
-            raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {len(self.sources)}")
-        self._resume = copy.deepcopy(dict(state))
+        state = _checked_state(state, len(self.sources))
+        if self._weights_set:  # set_weights came since the last iter(): they apply from the state's position
+            self._resume = _reweighted(copy.deepcopy(state), self._shares)
+            return
+        self._resume = copy.deepcopy(state)
         self._shares = np.array(state["shares"], dtype=np.uint64)
 
     def __iter__(self) -> Iterator[Any]:
         run = _Run.initial(self) if self._resume is None else _Run.resumed(self, self._resume)
         self._resume = None
+        self._weights_set = False
         self._live = run
         return run.samples()
 
@@ -246,7 +266,7 @@ class _Run:
         self.saved[s] = None
         for item in self._open(s, restart=True):
             return item
-        raise ValueError(f"sources[{s}] yielded nothing when it restarted (pass {self.passes[s]})")
+        raise ValueError(f"sources[{s}] yielded nothing when it restarted (pass {self.passes[s]}){_where()}")
 
     def _all_done(self) -> bool:
         return all(d or share == 0 for d, share in zip(self.done, self.shares.tolist(), strict=True))
@@ -260,8 +280,12 @@ class _Run:
             it = iter(source)
         else:
             it = iter(source)
-            for _ in range(0 if restart or self.fresh else self.drawn[s]):
-                next(it)  # replay: a source without state skips what this pass drew
+            skip = 0 if restart or self.fresh else self.drawn[s]
+            for k in range(skip):  # replay: a source without state skips what this pass drew
+                if next(it, _END) is _END:
+                    raise ValueError(f"sources[{s}] ({type(source).__name__}) yielded {k} items when replayed, "
+                                     f"but the resumed state had drawn {skip} from it: it does not repeat "
+                                     "itself (give it state_dict/load_state_dict)")
         self.iters[s] = it
         return it
 
@@ -271,6 +295,50 @@ class _EndType:
 
 
 _END = _EndType()
+
+
+def _reweighted(state: dict[str, Any], shares: np.ndarray) -> dict[str, Any]:
+    """``state`` continued with ``shares``: a new segment of positions from its position when
+    they differ from its own (else ``state`` as it is: an exact resume)."""
+    if [int(x) for x in state["shares"]] == shares.tolist():
+        return state
+    return dict(state, shares=shares.tolist(), segment=state["position"])
+
+
+_STATE_KEYS = ("epoch", "position", "segment", "shares", "drawn", "passes", "done", "sources")
+
+
+def _checked_state(state: Any, n: int) -> dict[str, Any]:
+    """``state`` as a dict, once it has a ``MixStream`` state's keys, one entry per source in
+    each list and shares summing to ``2**32``.
+
+    Raises:
+        ValueError: what is wrong, named.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"not a MixStream state: a dict with the keys {list(_STATE_KEYS)}, got {type(state).__name__}")
+    if "drawn" in state and len(state["drawn"]) != n:
+        raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {n}")
+    missing = [k for k in _STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"not a MixStream state: the keys {missing} are missing (it has {sorted(state)})")
+    for key in _STATE_KEYS[3:]:
+        if len(state[key]) != n:
+            raise ValueError(f"state has {len(state[key])} sources in {key!r}, this mix has {n}")
+    if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
+        raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
+    return dict(state)
+
+
+def _where() -> str:
+    """Outside workers: ''; in a worker of several: which one, and why its copy of a source
+    may be empty when the source's own is not."""
+    info = get_worker_info()
+    if info is None or info.num_workers < 2:
+        return ""
+    return (f", in worker {info.id} of {info.num_workers}: a worker mixes its own share of each source, "
+            "empty when the source has fewer shards than workers or all of this worker's failed "
+            "(on_error='skip'); use at most as many workers as the source has shards")
 
 
 def _worker_key() -> int:

@@ -224,8 +224,9 @@ def _offer(sink: FailureSink, slot: int, slots: int, pos: int, name: str, exc: E
 def _position(resume: dict[str, Any] | None, where: dict[str, Any]) -> dict[str, Any] | None:
     """The stream position of ``resume`` for the iteration ``where`` describes.
 
-    A state of another epoch or seed is one taken before this epoch's first sample (the loader
-    snapshots before ``iter()``): the epoch starts at its beginning.
+    A state of another epoch or seed (the ended epoch's last position, which an earlier
+    release's loader saved at the next epoch's start) is not resumed: the epoch starts at its
+    beginning.
 
     Raises:
         ValueError: the state's shards, shuffle settings, ranks or workers differ.

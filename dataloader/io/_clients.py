@@ -67,10 +67,14 @@ class ClientCache(Generic[C]):
     """One client per event loop of this process (see the module).
 
     Thread-safety: ``get`` and ``pop`` may be called from any thread, each on its own running
-    loop; the loop -> client map is changed under one lock.
+    loop; the loop -> client map is changed under one lock (``get`` reads its own loop's
+    client without it: only that loop's thread changes that entry).
     """
 
     def __init__(self) -> None:
+        import asyncio  # lazy: `import dataloader` leaves asyncio unimported (made with a dataset)
+
+        self._running_loop = asyncio.get_running_loop  # looked up once, not per item
         self._lock = threading.Lock()
         self._clients: dict[AbstractEventLoop, C] = {}
         with _live_lock:
@@ -84,9 +88,12 @@ class ClientCache(Generic[C]):
             RuntimeError: no running event loop.
             Whatever ``new_client()`` raises (nothing is kept then).
         """
-        import asyncio  # not at import: `import dataloader` leaves asyncio unimported
-
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
+        # Without the lock first: only this loop's thread (or a forked child, with one thread)
+        # adds or replaces this loop's client, and a dict read is atomic on both builds.
+        client = self._clients.get(loop)
+        if client is not None and not getattr(client, "closed", False):
+            return client
         with self._lock:
             client = self._clients.get(loop)
             if client is None or getattr(client, "closed", False):
@@ -96,9 +103,7 @@ class ClientCache(Generic[C]):
 
     def pop(self) -> C | None:
         """The running loop's client, taken out of the cache (None when it has none)."""
-        import asyncio  # not at import: as in get()
-
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         with self._lock:
             return self._clients.pop(loop, None)
 

@@ -4,9 +4,12 @@ An ordered loader waits for its slowest item: one request in a hundred that take
 seconds (object stores do this: S3's performance guidance is to send a second request
 when one is slower than usual) stalls a whole batch.  ``Hedge.run(request)`` starts
 ``request()``; if it has not answered within the hedge delay, it starts ``request()``
-again (the *hedge*), and the first of the two to succeed is the item: the other is
-cancelled (its connection closed).  One value comes out per item, never two: the
-loser's value, if it arrives in the same loop turn, is dropped.
+again (the *hedge*); if neither has answered one delay later, a second hedge, and so on
+up to ``HEDGE_MAX_PER_ITEM`` (2) hedges.  The first of them to succeed is the item: the
+others are cancelled (their connections closed).  One value comes out per item, never
+two: a loser's value, if it arrives in the same loop turn, is dropped.  (A second hedge:
+with 1% of requests slow, a hedge is itself slow once in a hundred, and with one hedge
+one item in 10,000 waited the slow request out: 0.64 items, a 2 s stall, an epoch of 6,400.)
 
 - **Delay** (``hedge_delay``, seconds): ``"auto"`` (the default) derives it from the
   latencies observed, ``HEDGE_FACTOR`` (2) times their ``HEDGE_QUANTILE`` (95th
@@ -20,11 +23,11 @@ loser's value, if it arrives in the same loop turn, is dropped.
   a token again after each further delay).  So at any time ``hedges_sent <=
   budget * requests``: never more than 5% extra requests by default, whatever the
   latencies do (an overloaded server that slows every request is not sent 2x the load).
-- **Errors**: a contender that fails lets the other run on; when both fail, the first
+- **Errors**: a contender that fails lets the others run on; when all fail, the first
   request's exception is the item's (the one it would have had without a hedge).  Each
   contender is a whole fetch, with the dataset's ``Retry`` (every attempt bounded by
   ``attempt_timeout_s``, retried after its backoff); the item's own ``timeout_s`` bounds
-  both together.
+  them all together.
 - **Latency recorded**: the winner's, from its own start (a hedge that wins records its
   own short latency, so the delay does not drift up with the slow requests it cut).
 
@@ -44,7 +47,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 __all__ = [
-    "HEDGE_BURST", "HEDGE_FACTOR", "HEDGE_MIN_SAMPLES", "HEDGE_QUANTILE", "HEDGE_WINDOW", "Hedge", "check_hedge",
+    "HEDGE_BURST", "HEDGE_FACTOR", "HEDGE_MAX_PER_ITEM", "HEDGE_MIN_SAMPLES", "HEDGE_QUANTILE", "HEDGE_WINDOW",
+    "Hedge", "check_hedge",
 ]
 
 T = TypeVar("T")
@@ -54,6 +58,10 @@ HEDGE_MIN_SAMPLES = 50  # latencies observed before a derived delay exists
 HEDGE_QUANTILE = 0.95  # "The Tail at Scale": hedge past the 95th percentile
 HEDGE_FACTOR = 2.0  # ... times two (issue 25, litdata)
 HEDGE_BURST = 10.0  # tokens kept at most: hedges sent back to back after a calm spell
+# Hedges per item at most, one a delay: with requests slow independently at a share p, an
+# item stays slow with p**3 instead of p**2 (1% slow: one item in 10,000 waits the slow
+# request out with one hedge, the stall that then decides a 100-batch epoch's p99)
+HEDGE_MAX_PER_ITEM = 2
 _REFRESH = 32  # latencies recorded between two computations of the derived delay
 
 
@@ -182,16 +190,16 @@ class Hedge:
             self._counts["hedges_won"] += 1
 
     async def run(self, request: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        """``await request()``, hedged with a second ``request()`` if it is slow (see the module).
+        """``await request()``, hedged with more ``request()`` calls if it is slow (see the module).
 
         The first request runs inline, in the item's own task; a timer (``loop.call_later``)
-        sends the hedge as a task of its own, and a hedge that answers first cancels the
+        sends each hedge as a task of its own, and a hedge that answers first cancels the
         item's task (the first request) and hands it its answer.  An item answered in time
         costs one timer, nothing more.  Cancellations the item's task gets from elsewhere
         (``break``, ``close()``, ``timeout_s``) are told apart with ``Task.uncancel``.
 
         Raises:
-            The first request's exception, when both fail (or it alone ran and failed).
+            The first request's exception, when all fail (or it alone ran and failed).
         """
         import asyncio
 
@@ -215,7 +223,7 @@ class Hedge:
             if failed is None:
                 self.record(time.perf_counter() - started)
                 return value
-            if race.hedge is None or not isinstance(failed, Exception):
+            if not race.hedges or not isinstance(failed, Exception):
                 raise failed  # outside the handler: nothing chained
             return await race.hedge_or(failed)
         finally:
@@ -223,8 +231,11 @@ class Hedge:
 
 
 class _Race(Generic[T]):
-    """One item's timer and hedge (see ``Hedge.run``); its callbacks run on the item's event
+    """One item's timer and hedges (see ``Hedge.run``); its callbacks run on the item's event
     loop, between the steps of the item's task, so no lock is needed here."""
+
+    __slots__ = ("owner", "request", "delay", "loop", "task", "running", "cancelled", "hedges", "sent_at", "winner",
+                 "timer")
 
     def __init__(self, owner: Hedge, request: Callable[[], Coroutine[Any, Any, T]], delay: float) -> None:
         import asyncio
@@ -237,30 +248,38 @@ class _Race(Generic[T]):
         assert task is not None  # run() is awaited in a task
         self.task: asyncio.Task[Any] = task
         self.running = True  # the first request is still being awaited
-        self.cancelled = False  # the hedge won and cancelled the item's task
-        self.hedge: asyncio.Task[T] | None = None
-        self.hedged = 0.0
+        self.cancelled = False  # a hedge won and cancelled the item's task
+        # In the order sent, and each one's start (perf_counter seconds); None until the
+        # first hedge (an item answered in time allocates no list)
+        self.hedges: list[asyncio.Task[T]] | None = None
+        self.sent_at: list[float] | None = None
+        self.winner: asyncio.Task[T] | None = None
         self.timer = self.loop.call_later(delay, self.late)
 
     def late(self) -> None:
-        """The delay passed: send the hedge if a token allows, else look again later."""
+        """The delay passed with no answer: send a hedge if a token allows (and look again
+        after a further delay while fewer than ``HEDGE_MAX_PER_ITEM`` are out)."""
         if not self.running:
             return
-        if not self.owner._spend():
+        if self.owner._spend():
+            if self.hedges is None or self.sent_at is None:
+                self.hedges, self.sent_at = [], []
+            self.sent_at.append(time.perf_counter())
+            hedge = self.loop.create_task(self.request())
+            hedge.add_done_callback(self.hedge_done)
+            self.hedges.append(hedge)
+        if len(self.hedges or ()) < HEDGE_MAX_PER_ITEM:
             self.timer = self.loop.call_later(self.delay, self.late)
-            return
-        self.hedged = time.perf_counter()
-        self.hedge = self.loop.create_task(self.request())
-        self.hedge.add_done_callback(self.hedge_done)
 
     def hedge_done(self, task: Any) -> None:
-        """The hedge answered while the first request runs: cancel it (``run`` takes over)."""
-        if not task.cancelled() and task.exception() is None and self.running:
+        """A hedge answered while the first request runs: cancel it (``run`` takes over)."""
+        if not task.cancelled() and task.exception() is None and self.running and self.winner is None:
+            self.winner = task
             self.cancelled = True
             self.task.cancel()
 
     def took_over(self) -> bool:
-        """True when the hedge won and its cancellation was the only one the item's task got.
+        """True when a hedge won and its cancellation was the only one the item's task got.
 
         Raises:
             CancelledError: the item's task was cancelled from elsewhere too.
@@ -274,31 +293,35 @@ class _Race(Generic[T]):
         return True
 
     def hedge_value(self) -> T:
-        """The hedge's answer, counted and recorded as the item's."""
-        assert self.hedge is not None
-        self.owner.record(time.perf_counter() - self.hedged)
+        """The winning hedge's answer, counted and recorded as the item's."""
+        assert self.winner is not None and self.hedges is not None and self.sent_at is not None
+        self.owner.record(time.perf_counter() - self.sent_at[self.hedges.index(self.winner)])
         self.owner.won()
-        return self.hedge.result()
+        return self.winner.result()
 
     async def hedge_or(self, failed: Exception) -> T:
-        """The hedge's answer, once the first request failed with ``failed``; when the hedge
-        fails too, ``failed`` (the item's error without a hedge)."""
+        """The first hedge to answer, once the first request failed with ``failed``; when
+        every hedge fails too, ``failed`` (the item's error without a hedge)."""
         import asyncio
 
-        assert self.hedge is not None
-        await asyncio.wait((self.hedge,))
-        hedge = self.hedge
-        if hedge.cancelled() or hedge.exception() is not None:
-            raise failed
-        return self.hedge_value()
+        hedges = self.hedges or []
+        pending = set(hedges)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for hedge in hedges:  # in the order sent: the same winner whichever loop turn
+                if hedge in done and not hedge.cancelled() and hedge.exception() is None:
+                    self.winner = hedge
+                    return self.hedge_value()
+        raise failed
 
     def end(self) -> None:
-        """Stop the timer; cancel the hedge if it still runs (its error retrieved)."""
+        """Stop the timer; cancel the hedges still running (their errors retrieved)."""
         self.running = False
         self.timer.cancel()
-        if self.hedge is not None and not self.hedge.done():
-            self.hedge.cancel()
-            self.hedge.add_done_callback(_retrieve)
+        for hedge in self.hedges or ():
+            if not hedge.done():
+                hedge.cancel()
+            hedge.add_done_callback(_retrieve)
 
 
 def _retrieve(task: Any) -> None:

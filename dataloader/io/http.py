@@ -57,6 +57,7 @@ from dataloader.io._redact import redact, redact_text, redact_url
 from dataloader.io.hedge import check_hedge
 from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, HttpRangedGet, RangeSettings
 from dataloader.io.retry import Retry
+from dataloader.io.template import plain_url
 
 __all__ = ["HttpDataset", "TRANSIENT_STATUSES"]
 
@@ -112,6 +113,11 @@ def _has_userinfo(url: str) -> bool:
 
 
 def _check_url(location: str) -> str:
+    if location.startswith(("http://", "https://")) and plain_url(location):
+        # urlsplit would take it as it is: its scheme http(s), its host up to the first "/?#"
+        host = location[location.index("//") + 2 :]
+        if host[:1] not in ("", "/", "?", "#"):
+            return location
     try:
         parts = urlsplit(location)
     except ValueError as exc:  # "Invalid IPv6 URL", a bad port
@@ -230,18 +236,24 @@ class HttpDataset(RemoteDataset[Any]):
                 "header: aiohttp sends one or the other, give one"
             )
         failed: Exception
-        def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
-            return self.retry.run_async(lambda: self._attempt(session, url), transient, lambda: redact(url))
-
         try:
-            async with asyncio.timeout(self.timeout_s):
-                if self.ranges.threshold is not None:  # a ranged GET is not hedged (docs/usage.md)
+            if self.ranges.threshold is not None:  # a ranged GET is not hedged (docs/usage.md)
+                async with asyncio.timeout(self.timeout_s):
                     return await HttpRangedGet(
                         self.ranges, lambda headers, reader: self._attempt(session, url, headers, reader),
                         lambda resp: self._read_body(url, resp), self.retry, transient, lambda: redact(url),
                         self.max_bytes,
                     ).fetch()
-                return await (fetch() if self.hedge is None else self.hedge.run(fetch))
+            # timeout_s as a deadline each attempt's own timer keeps: one asyncio timer per
+            # attempt, not one more around them all (Retry.run_async; docs/benchmarks.md).
+            deadline = None if self.timeout_s is None else asyncio.get_running_loop().time() + self.timeout_s
+
+            def fetch() -> Coroutine[Any, Any, bytes]:  # errors name redact(url), made only when one is raised
+                return self.retry.run_async(
+                    lambda: self._attempt(session, url), transient, lambda: redact(url), deadline,
+                )
+
+            return await (fetch() if self.hedge is None else self.hedge.run(fetch))
         except Transport as exc:  # the last attempt's: a plain ConnectionError for the user
             failed = ConnectionError(str(exc))
         except TimeoutError as exc:
@@ -282,10 +294,12 @@ class HttpDataset(RemoteDataset[Any]):
             raise over_max_bytes(redact(url), resp.content_length, limit)
         chunks = []
         got = 0
-        async for chunk in resp.content.iter_any():
-            got += len(chunk)
-            if limit is not None and got > limit:
-                raise over_max_bytes(redact(url), f"more than {limit}", limit)
+        read = resp.content.readany  # what iter_any() iterates, without its iterator's frames
+        while chunk := await read():
+            if limit is not None:
+                got += len(chunk)
+                if got > limit:
+                    raise over_max_bytes(redact(url), f"more than {limit}", limit)
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 

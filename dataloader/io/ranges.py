@@ -225,15 +225,16 @@ class HttpRangedGet:
         return headers
 
     async def _read_range(self, resp: Any, a: int, b: int) -> list[bytes]:
-        """Part ``[a, b)`` from ``resp``: a 206 of exactly that range, or a 200 (Range ignored)."""
+        """Part ``[a, b)`` from ``resp``: a 206 of exactly that range, or a 200 (Range ignored);
+        either with the first response's ``ETag`` (when both have one)."""
+        etag = resp.headers.get("ETag")
+        if self.etag and etag and etag != self.etag:  # a 200 too: a whole body of another object
+            raise self._changed(f"its ETag was {self.etag}, now {etag}")
         if resp.status == 206:
             said = parse_content_range(resp.headers.get("Content-Range"))
             if said is None or said[:2] != (a, b) or said[2] not in (None, self.size):
                 raise self._changed(f"asked bytes {a}-{b - 1} of {self.size}, got Content-Range "
                                     f"{resp.headers.get('Content-Range')!r}")
-            etag = resp.headers.get("ETag")
-            if self.etag and etag and etag != self.etag:
-                raise self._changed(f"its ETag was {self.etag}, now {etag}")
             return self._whole(await _read_part(resp, 0, b - a), a, b)
         if resp.status == 200 and resp.content_length in (None, self.size):
             chunks = await _read_part(resp, a, b - a)  # the server ignored Range: skip to the part

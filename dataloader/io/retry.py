@@ -175,25 +175,40 @@ class Retry:
         attempt: Callable[[], Awaitable[T]],
         transient: Callable[[BaseException], bool],
         what: str | Callable[[], str],
+        deadline: float | None = None,
     ) -> T:
         """``run`` for a coroutine, each attempt bounded by ``attempt_timeout_s``.
 
         ``what`` names the item in a time-out's message: a string, or a function that
-        makes it (called only then).
+        makes it (called only then).  ``deadline``: the running loop's time (``loop.time()``,
+        seconds) by which every attempt and backoff must have ended, or None (no bound
+        beyond ``attempt_timeout_s``).  An attempt is bounded by the earlier of the two with
+        one timer (an ``asyncio.timeout`` around the call costs a second timer per item).
 
         Raises:
-            TimeoutError: the last attempt timed out (naming ``what``).
+            TimeoutError: ``deadline`` passed (no message: the caller names its own bound;
+                final, not retried); or the last attempt timed out (``AttemptTimeout``,
+                naming ``what``).
             The last attempt's exception otherwise (a final one at once).
         """
         import asyncio
 
+        loop = asyncio.get_running_loop()
+        per_attempt = self.attempt_timeout_s
         failures = 0
         while True:
+            expired = False  # the deadline, not attempt_timeout_s, ended the attempt
             try:
+                ends = None if per_attempt is None else loop.time() + per_attempt
+                at_deadline = deadline is not None and (ends is None or deadline <= ends)
+                timer = asyncio.timeout_at(deadline if at_deadline else ends)
                 try:
-                    async with asyncio.timeout(self.attempt_timeout_s):
+                    async with timer:
                         return await attempt()
                 except TimeoutError:
+                    expired = at_deadline and timer.expired()  # not an attempt's own TimeoutError
+                    if expired:
+                        raise TimeoutError() from None
                     name = what() if callable(what) else what
                     raise AttemptTimeout(
                         f"{name}: attempt {failures + 1} of {self.max_attempts} timed out "
@@ -201,9 +216,12 @@ class Retry:
                     ) from None
             except Exception as exc:
                 failures += 1
-                if failures >= self.max_attempts or not (isinstance(exc, AttemptTimeout) or transient(exc)):
+                if expired or failures >= self.max_attempts or not (isinstance(exc, AttemptTimeout) or transient(exc)):
                     raise
                 wait = self.wait_s(failures, exc)
+            if deadline is not None and loop.time() + wait >= deadline:
+                await asyncio.sleep(max(0.0, deadline - loop.time()))
+                raise TimeoutError()
             await asyncio.sleep(wait)
 
     def store_config(self) -> dict[str, Any]:

@@ -28,10 +28,25 @@ from urllib.parse import quote, unquote, urlsplit
 
 from dataloader.io._redact import MASK, redact, redact_url
 
-__all__ = ["Template", "check_components", "check_value"]
+__all__ = ["Template", "check_components", "check_value", "plain_url"]
 
 TARGETS = ("url", "key", "path")
 _FORBIDDEN = {"url": "", "key": "/", "path": "/\\\x00"}
+
+
+def plain_url(location: str) -> bool:
+    """True when ``location`` is printable ASCII without a space or bracket, and no ``.`` or
+    ``%`` starts it or follows a ``/`` or ``:`` (where urlsplit starts a path component):
+    ``urlsplit`` then takes it as it is (nothing stripped, removed, NFKC-checked, no IPv6
+    host), never raises, and none of its path components is ``.`` or ``..`` (spelled
+    ``%2e`` or not).  False says nothing (look with ``urlsplit``).  A fast path: a few
+    substring searches in C, a tenth of ``urlsplit``'s cost.
+    """
+    return (
+        location.isascii() and location.isprintable() and location[:1] not in ".%"
+        and " " not in location and "[" not in location and "]" not in location
+        and "/." not in location and "/%" not in location and ":." not in location and ":%" not in location
+    )
 
 
 def check_value(name: str, value: str, target: str) -> None:
@@ -53,6 +68,8 @@ def check_components(location: str, target: str) -> None:
     """
     path = location
     if target == "url":
+        if plain_url(location):  # no component can be "." or ".." (and urlsplit would not raise)
+            return
         try:
             path = urlsplit(location).path
         except ValueError as exc:  # "Invalid IPv6 URL"
@@ -176,7 +193,9 @@ class Template:
             text = _text(value(index) if per_item else value, spec, conversion)
             if per_item:
                 check_value(field, text, target)
-            out.append(quote(text, safe="") if target == "url" else text)
+            if target == "url" and not (text.isascii() and text.isalnum()):  # letters, digits: as they are
+                text = quote(text, safe="")
+            out.append(text)
         location = "".join(out)
         check_components(location, target)
         return location

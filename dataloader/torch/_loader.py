@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.utils.data as tud
@@ -17,6 +17,7 @@ from dataloader._reduce import finish_init, reduce_loader, remember_init
 from dataloader.loader import DataLoader as _NumpyLoader
 from dataloader.torch import _worker_info
 from dataloader.torch._draws import TorchDraws, TorchSamplerState, draw_seed
+from dataloader.torch._epoch import TorchEpoch
 from dataloader.torch._pin import PinnedCollate, pinning_available
 from dataloader.torch._threads import limit_this_thread
 from dataloader.torch.collate import default_collate, default_convert
@@ -108,9 +109,9 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
         if collate_fn is None:  # torch's defaults (torch tensors)
             collate_fn = default_collate if batch_sampler is not None or batch_size is not None else default_convert
         self.pin_memory_device = pin_memory_device
-        self._epochs: weakref.WeakSet[_TorchEpoch] = weakref.WeakSet()  # open epochs with workers
+        self._epochs: weakref.WeakSet[TorchEpoch] = weakref.WeakSet()  # open epochs with workers
         self._epochs_lock = threading.Lock()
-        self._started: _TorchEpoch | None = None  # start()'s epoch with its bridge (under _epochs_lock)
+        self._started: TorchEpoch | None = None  # start()'s epoch with its bridge (under _epochs_lock)
         self._draws = TorchDraws(generator, args.own_generator) if torch_rng else None
         pinned = PinnedCollate(collate_fn, pin_memory_device) if pin_memory and pinning_available() else collate_fn
         super().__init__(
@@ -214,13 +215,13 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
                 )
         super().seek(epoch, batch)
 
-    def _bridged(self, begin: Callable[[], Any], starting: bool = False) -> tuple[Any, _TorchEpoch]:
+    def _bridged(self, begin: Callable[[], Any], starting: bool = False) -> tuple[Any, TorchEpoch]:
         """``begin()``'s epoch (``iter``, or ``start`` when ``starting``) with torch's
         worker-info bridge held from before its workers start: ``(the engine's epoch, its
-        _TorchEpoch)``; the started one is kept for the next ``iter``, which takes it once.
+        TorchEpoch)``; the started one is kept for the next ``iter``, which takes it once.
         Workers only (``num_workers=0`` never calls this)."""
         for old in self._open_epochs():
-            old._release_if_closed()
+            old.release_if_closed()
         _worker_info.acquire()
         try:
             inner = begin()
@@ -229,17 +230,17 @@ class DataLoader(_NumpyLoader, tud.DataLoader):
             raise
         with self._epochs_lock:
             started, self._started = self._started, None
-            if started is not None and started._inner is inner:  # start() twice, or iter() after start()
+            if started is not None and started.engine_epoch is inner:  # start() twice, or iter() after start()
                 _worker_info.release()  # the started epoch holds the bridge already
                 epoch = started
             else:
-                epoch = _TorchEpoch(inner)
+                epoch = TorchEpoch(inner)
                 self._epochs.add(epoch)
             if starting:
                 self._started = epoch
             return inner, epoch
 
-    def _open_epochs(self) -> list[_TorchEpoch]:
+    def _open_epochs(self) -> list[TorchEpoch]:
         with self._epochs_lock:  # close() may run on another thread
             return list(self._epochs)
 
@@ -306,54 +307,6 @@ class _TorchWorkerInit:
         limit_this_thread(1)
         if self.fn is not None:
             self.fn(worker_id)
-
-
-class _TorchEpoch:
-    """One epoch of ours with the worker-info bridge held until it closes (or is collected)."""
-
-    __slots__ = ("_inner", "_release", "__weakref__")
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._release = weakref.finalize(self, _worker_info.release)
-
-    def __iter__(self) -> _TorchEpoch:
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            return next(self._inner)
-        except StopIteration:
-            self._release()
-            raise
-        except BaseException:
-            self._release_if_closed()  # e.g. a failed start: the epoch is over
-            raise
-
-    def _release_if_closed(self) -> None:
-        if self._inner.closed:
-            self._release()
-
-    def __len__(self) -> int:
-        return len(self._inner)
-
-    def __copy__(self) -> NoReturn:
-        raise TypeError("a DataLoader epoch iterator cannot be copied; start another with iter(loader)")
-
-    def close(self, timeout_s: float | None = None) -> None:
-        """The epoch's ``close(timeout_s)`` (``dataloader._engine.iterator.EpochIterator.close``),
-        then the worker-info bridge is let go."""
-        self._inner.close(timeout_s)
-        self._release()
-
-    def __enter__(self) -> _TorchEpoch:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 @dataclass

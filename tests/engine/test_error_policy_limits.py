@@ -190,6 +190,52 @@ def test_a_batch_whose_substitutes_all_fail_counts_its_failures_toward_the_limit
         next(it)
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_failed_substitutes_are_counted_among_the_items_seen(num_workers):
+    # Each substitute tried is an item seen, failed or not: never "17 of 4 items failed".
+    loader = DataLoader(Broken(n=100, bad=set(range(100))), batch_size=4, on_error="replace", max_failures=5,
+                        num_workers=num_workers)
+    with pytest.raises(TooManyFailures, match=r"17 of 20 items failed in epoch 0") as info:
+        next(iter(loader))  # place 0 and its 16 substitutes failed: 4 items + 16 substitutes seen
+    assert (info.value.failed, info.value.seen) == (17, 20)
+    half = DataLoader(Broken(n=100, bad=set(range(0, 100, 2))), batch_size=10, on_error="replace",
+                      max_failures=1000, num_workers=num_workers)
+    it = iter(half)
+    for _ in range(5):
+        next(it)
+    counts = half.state_dict()["failures"]
+    it.close()
+    assert counts["failed"] > counts["replaced"] == 25  # some substitutes failed too
+    assert counts["seen"] == 50 + counts["failed"]  # the batches' items, then every substitute tried
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_saved_after_too_many_failures_resumes_at_the_refused_batch(num_workers):
+    # The refused batch was never returned: a resume (with a higher limit) builds it again.
+    def loader(limit):
+        return DataLoader(Broken(n=40, bad={3, 14, 15, 16}), batch_size=10, on_error="skip", max_failures=limit,
+                          num_workers=num_workers)
+
+    with loader(10) as reference:
+        full = [as_list(b) for b in reference]
+        assert reference.stats.failed == 4
+    first = loader(2)
+    it = iter(first)
+    head = [as_list(next(it))]
+    with pytest.raises(TooManyFailures, match="4 of 20 items failed"):
+        next(it)  # batch 1 refused
+    state = json_roundtrip(first.state_dict())
+    first.close()
+    assert state["yielded"] == 1
+    assert state["failures"] == {"seen": 10, "failed": 1, "skipped": 1, "replaced": 0}
+    with loader(10) as again:
+        again.load_state_dict(state)
+        assert head + [as_list(b) for b in again] == full
+        assert again.stats.failed == 4
+
+
 def test_raise_builds_the_plain_epochs_and_saves_no_failures():
     loader = DataLoader(Broken(bad={5}), batch_size=4)
     it = iter(loader)

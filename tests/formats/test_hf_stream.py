@@ -115,3 +115,55 @@ def test_a_state_saved_at_an_epoch_boundary_resumes_a_whole_next_epoch(num_worke
     resumed = DataLoader(_stream(), batch_size=3, num_workers=num_workers)
     resumed.load_state_dict(state)
     assert sorted(_ids(resumed)) == list(range(N))  # not the ended epoch's last position (nothing left)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 1, 2])
+def test_a_state_taken_at_a_second_loaders_epoch_start_resumes_the_whole_epoch(num_workers):
+    stream = _stream(num_shards=3)
+    assert sorted(_ids(DataLoader(stream, batch_size=8, num_workers=num_workers))) == list(range(N))
+    second = DataLoader(stream, batch_size=8, num_workers=num_workers)  # the stream ended once already
+    it = iter(second)
+    state = json.loads(json.dumps(second.state_dict()))
+    it.close()
+    assert state["dataset"] is None
+    resumed = DataLoader(stream, batch_size=8, num_workers=num_workers)
+    resumed.load_state_dict(state)
+    assert sorted(_ids(resumed)) == list(range(N))
+    assert "dataloader_epoch" not in HFIterableDataset(_stream()).state_dict()
+
+
+def _old_state(state, epoch):
+    """``state`` as the previous release wrote it: the loader's epoch in each HF state."""
+    def old(hf_state):
+        return None if hf_state is None else {**hf_state, "dataloader_epoch": epoch}
+
+    dataset = state["dataset"]
+    if isinstance(dataset, dict) and "workers" in dataset:
+        return {**state, "dataset": {**dataset, "workers": [old(w) for w in dataset["workers"]]}}
+    return {**state, "dataset": old(dataset)}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_of_the_previous_release_with_the_loaders_epoch_still_loads(num_workers):
+    def loader():
+        return DataLoader(_stream(), batch_size=3, num_workers=num_workers)
+
+    with loader() as reference:
+        whole = _ids(reference)
+    first = loader()
+    it = iter(first)
+    head = [int(i) for _ in range(4) for i in next(it)["id"]]
+    mid = _old_state(json.loads(json.dumps(first.state_dict())), 0)
+    it.close()
+    with loader() as resumed:  # mid-epoch: resumed in its epoch
+        resumed.load_state_dict(mid)
+        assert head + _ids(resumed) == whole
+    ended = HFIterableDataset(_stream())
+    with DataLoader(ended, batch_size=3) as done:
+        _ids(done)
+        boundary = {**done.state_dict(), "dataset": {**ended.state_dict(), "dataloader_epoch": 0}}
+    with loader() as resumed:  # the ended epoch 0's last position, saved for epoch 1: epoch 1 whole
+        resumed.load_state_dict(boundary)
+        assert sorted(_ids(resumed)) == list(range(N))

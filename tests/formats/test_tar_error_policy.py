@@ -101,6 +101,32 @@ def test_max_failures_exceeded_raises_too_many_failures_from_next(tmp_path, num_
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_state_saved_after_too_many_failures_resumes_at_the_refused_batch(tmp_path, num_workers):
+    names, _, _ = _shards(tmp_path)
+
+    def loader(limit):
+        return DataLoader(TarShardDataset(names), batch_size=2, num_workers=num_workers, collate_fn=list,
+                          on_error="skip", max_failures=limit)
+
+    with loader(10) as reference:
+        full = [[s["__key__"] for s in b] for b in reference]
+    first = loader(1)
+    head = []
+    with pytest.raises(TooManyFailures):
+        for b in first:
+            head.append([s["__key__"] for s in b])
+    state = json.loads(json.dumps(first.state_dict()))
+    first.close()
+    # the failures before the refused batch (test_max_failures_exceeded_raises_too_many_failures_from_next)
+    assert state["yielded"] == len(head) and state["failures"]["failed"] == {0: 1, 2: 0}[num_workers]
+    with loader(10) as again:  # the refused batch is built again, nothing lost or repeated
+        again.load_state_dict(state)
+        assert head + [[s["__key__"] for s in b] for b in again] == full
+        assert again.stats.failed == 2
+
+
+@pytest.mark.timeout(60)
 def test_the_dataset_own_skip_still_works_without_the_loader_policy(tmp_path):
     names, keys, bad = _shards(tmp_path)
     ds = TarShardDataset(names, on_error="skip")

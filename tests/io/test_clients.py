@@ -232,3 +232,20 @@ def test_a_process_runtime_refuses_a_forked_child_once_the_parent_used_it():
     assert fork_and_wait(child, 30) == 0
     unused = ProcessRuntime("Test: unused")
     assert fork_and_wait(lambda: (unused.enter(), 0)[1], 30) == 0  # never entered by the parent
+
+
+def test_a_closed_client_is_replaced_on_its_loop_and_an_open_one_reused():
+    class Client:
+        closed = False
+
+    cache: ClientCache[Client] = ClientCache()
+
+    async def use() -> list[Client]:
+        first = cache.get(Client)
+        again = cache.get(Client)  # open: the same one, found without the lock
+        first.closed = True
+        fresh = cache.get(Client)  # closed: replaced under the lock
+        return [first, again, fresh, cache.get(Client)]
+
+    first, again, fresh, last = asyncio.run(use())
+    assert first is again and fresh is not first and last is fresh and len(cache) == 1

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from dataloader.io.hedge import HEDGE_MIN_SAMPLES, Hedge, check_hedge
+from dataloader.io.hedge import HEDGE_MAX_PER_ITEM, HEDGE_MIN_SAMPLES, Hedge, check_hedge
 
 
 class Requests:
@@ -37,6 +37,14 @@ class Requests:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def with_tokens(hedge: Hedge, n: int) -> Hedge:
+    """``hedge`` (budget 1.0) after ``n`` items answered at once: ``n`` tokens more, for an
+    item that may send ``n + 1`` hedges; its counts' ``requests`` start at ``n``."""
+    for _ in range(n):
+        run(hedge.run(Requests()))
+    return hedge
 
 
 @pytest.mark.timeout(10)
@@ -77,8 +85,8 @@ def test_when_both_fail_the_first_requests_error_is_the_items():
 
 
 @pytest.mark.timeout(10)
-def test_cancelling_the_item_cancels_both_requests():
-    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 5.0])
+def test_cancelling_the_item_cancels_all_its_requests():
+    hedge, req = with_tokens(Hedge(0.01, budget=1.0), 1), Requests([5.0, 5.0, 5.0])
 
     async def main():
         task = asyncio.ensure_future(hedge.run(req))
@@ -89,7 +97,7 @@ def test_cancelling_the_item_cancels_both_requests():
         await asyncio.sleep(0)
 
     run(main())
-    assert sorted(req.cancelled) == [0, 1]
+    assert sorted(req.cancelled) == [0, 1, 2]
 
 
 @pytest.mark.timeout(10)
@@ -184,7 +192,7 @@ def test_a_winning_hedge_leaves_the_items_task_and_its_timeouts_as_they_were():
 
 @pytest.mark.timeout(10)
 def test_the_items_timeout_during_a_race_is_a_timeout():
-    hedge, req = Hedge(0.01, budget=1.0), Requests([5.0, 5.0])
+    hedge, req = with_tokens(Hedge(0.01, budget=1.0), 1), Requests([5.0, 5.0, 5.0])
 
     async def main():
         with pytest.raises(TimeoutError):
@@ -193,4 +201,49 @@ def test_the_items_timeout_during_a_race_is_a_timeout():
         await asyncio.sleep(0)
 
     run(main())
+    assert sorted(req.cancelled) == [0, 1, 2]
+
+
+@pytest.mark.timeout(10)
+def test_a_slow_hedge_gets_a_second_hedge_one_delay_later_which_wins():
+    # 1% of requests slow: a hedge is itself slow once in a hundred; the item is not left to
+    # wait the slow first request out.
+    hedge, req = with_tokens(Hedge(0.02, budget=1.0), 1), Requests([5.0, 5.0, 0.0])
+
+    async def main():
+        value = await hedge.run(req)
+        await asyncio.sleep(0)  # the losers' cancellations are delivered
+        return value
+
+    assert run(main()) == 2
     assert sorted(req.cancelled) == [0, 1]
+    assert hedge.counts() == {"requests": 2, "hedges_sent": 2, "hedges_won": 1}
+
+
+@pytest.mark.timeout(10)
+def test_a_denied_hedge_looks_for_a_token_again_and_one_item_has_at_most_its_tokens():
+    hedge, req = Hedge(0.01, budget=1.0), Requests([0.2, 5.0, 0.0])
+    assert run(hedge.run(req)) == 0  # one token (its own request's): one hedge, slow; no second
+    assert req.calls == 2 and hedge.counts()["hedges_sent"] == 1
+
+
+@pytest.mark.timeout(10)
+def test_no_item_gets_more_than_the_hedges_per_item_bound():
+    hedge = with_tokens(Hedge(0.01, budget=1.0), HEDGE_MAX_PER_ITEM + 2)
+    req = Requests([0.3] * (HEDGE_MAX_PER_ITEM + 2))
+    assert run(hedge.run(req)) == 0  # every contender slow: the first request still answers first
+    assert req.calls == 1 + HEDGE_MAX_PER_ITEM
+    assert hedge.counts()["hedges_sent"] == HEDGE_MAX_PER_ITEM
+
+
+@pytest.mark.timeout(10)
+def test_when_the_first_request_fails_the_first_hedge_to_answer_is_the_item():
+    errors = {0: ConnectionError("first"), 1: ConnectionError("hedge 1")}
+    hedge, req = with_tokens(Hedge(0.01, budget=1.0), 1), Requests([0.1, 0.0, 0.15], errors)
+    assert run(hedge.run(req)) == 2  # hedge 1 failed at once, hedge 2 answers after the first failed
+    assert hedge.counts() == {"requests": 2, "hedges_sent": 2, "hedges_won": 1}
+    errors = {0: FileNotFoundError("first"), 1: PermissionError("hedge 1"), 2: PermissionError("hedge 2")}
+    hedge, req = with_tokens(Hedge(0.01, budget=1.0), 1), Requests([0.1, 0.0, 0.0], errors)
+    with pytest.raises(FileNotFoundError, match="first"):
+        run(hedge.run(req))  # all failed: the first request's error
+    assert req.calls == 3

@@ -36,8 +36,10 @@ class RangeServer(FaultServer):
     """``/obj/K?size=N&mode=M``: N bytes (``content``).  ``mode``: ``honour`` (the default:
     ``Accept-Ranges: bytes``, 206 to a ``Range``), ``ignore`` (says ``Accept-Ranges: bytes``
     but answers 200 with the whole body), ``silent`` (no ``Accept-Ranges``, ``Range``
-    ignored), ``drift`` (ranges carry another ``ETag``).  ``fail=A&status=S&fails=F``: the
-    range starting at byte A is answered S (500) for its first F (1) requests; ``stall=A&s=T``:
+    ignored), ``drift`` (ranges carry another ``ETag``), ``ignore-drift`` (a range answered
+    200 with a whole body of the same size under another ``ETag``: the object changed).
+    ``fail=A&status=S&fails=F``: the range starting at byte A is answered S (500) for its
+    first F (1) requests; ``stall=A&s=T``:
     that range waits T seconds the first time.  ``plain[K]`` counts GETs without ``Range``,
     ``ranges[K]`` lists the ``(a, b)`` (inclusive) asked for."""
 
@@ -67,6 +69,9 @@ class RangeServer(FaultServer):
         if asked is None or mode in ("ignore", "silent"):
             self.answer(h, 200, data, mode, {})
             return
+        if mode == "ignore-drift":
+            self.answer(h, 200, bytes(len(data)), mode, {"ETag": '"v2"'})
+            return
         a, b = int(asked[1]), min(int(asked[2]), len(data) - 1)
         self.answer(h, 206, data[a : b + 1], mode, {"Content-Range": f"bytes {a}-{b}/{len(data)}"})
 
@@ -75,7 +80,7 @@ class RangeServer(FaultServer):
         h.send_response(status)
         if mode != "silent":
             h.send_header("Accept-Ranges", "bytes")
-        h.send_header("ETag", '"v2"' if mode == "drift" and status == 206 else '"v1"')
+        h.send_header("ETag", headers.pop("ETag", '"v2"' if mode == "drift" and status == 206 else '"v1"'))
         for name, value in headers.items():
             h.send_header(name, value)
         h.send_header("Content-Length", str(len(body)))
@@ -221,6 +226,15 @@ def test_an_object_that_changes_between_parts_fails_its_item(server):
                      range_chunk_bytes=1000)
     (err,) = fetch(ds)
     assert isinstance(err, OSError) and "ETag" in str(err) and key in str(err)
+
+
+@pytest.mark.timeout(60)
+def test_a_range_answered_200_with_a_changed_object_fails_its_item(server):
+    key = new_key()  # the server ignores Range (and If-Match): a part's whole body is the new object's
+    ds = HttpDataset([server.url(f"{key}?size=3000&mode=ignore-drift")], retry=FAST, range_parallel_threshold=1000,
+                     range_chunk_bytes=1000)
+    (err,) = fetch(ds)
+    assert isinstance(err, OSError) and 'its ETag was "v1", now "v2"' in str(err) and key in str(err)
 
 
 def test_bad_range_settings_name_the_value():
