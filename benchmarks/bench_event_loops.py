@@ -11,8 +11,9 @@ The server is ``bench_remote``'s (a process of its own, keep-alive, every GET an
 - ``HttpDataset`` through ``DataLoader(num_workers=2, item_concurrency=128, event_loops=N)``
   for N in ``--loops`` (1, 2, 4): 256 requests in flight, batches of 64;
 - plain aiohttp ``gather`` on one event loop, 256 in flight, no loader (the reference);
-- plain aiohttp on 2 event loops (2 threads, 128 in flight each), no loader: what this
-  machine gives a second loop at all, apart from the loader;
+- plain aiohttp on N event loops (N threads, 256 / N in flight each; 2 and every N of
+  ``--loops`` above 1), no loader: what this machine gives more loops at all, apart from the
+  loader;
 - a ``ThreadPoolExecutor(--pool-threads)`` (64) of blocking ``http.client`` GETs, one
   keep-alive connection per thread (64 in flight: its ideal is 3,200/s);
 - SPDL's async pipeline with 256 in flight on its one loop (ordered, batches of 64), where
@@ -107,7 +108,8 @@ def run_rounds(port: int, items: int, rounds: int, loops: list[int], pool_thread
     contenders: dict[str, Callable[[], tuple[float, float]]] = {
         f"loader_event_loops_{n}": (lambda n=n: bench_loader(port, items, n)) for n in loops
     }
-    contenders["plain_aiohttp_2_loops"] = lambda: bench_plain(port, items, 2)
+    for n in sorted({2, *loops} - {1}):  # plain aiohttp on as many loops as each loader contender
+        contenders[f"plain_aiohttp_{n}_loops"] = lambda n=n: bench_plain(port, items, n)
     contenders[f"threadpool_{pool_threads}"] = lambda: threadpool(port, items, pool_threads)
     if has_spdl():
         contenders[f"spdl_{IN_FLIGHT}"] = lambda: spdl_items(port, items, IN_FLIGHT)

@@ -148,8 +148,9 @@ class DataLoader(LoaderPosition, Generic[T_co]):
             only); None: the default group.  A loader with a group does not pickle.
         event_loops: event loops (each on a thread of its own) that run an ``AsyncDataset``'s
             item coroutines: an int >= 1, or ``"auto"``.  1 (default): one loop, as before.
-            ``n > 1``: item ``i``'s coroutine runs on loop ``i % n`` (its position in the
-            batch for an index that is not an int), so a loop's CPU work (parsing responses:
+            ``n > 1``: item ``i`` (its ``__getitem__`` call and its coroutine) runs on loop
+            ``i % n`` (its position in the batch for an index that is not an int), which
+            hands its result to the worker itself, so a loop's CPU work (parsing responses:
             ~310 us per request with aiohttp on 3.13t, ~3,000 requests/s per loop) is shared
             by ``n`` threads; order, outputs, errors, ``on_error``, ``timeout``, cancellation
             and resume are the same for every ``n``.  Worth it on a free-threaded build with

@@ -9,8 +9,9 @@ epoch that used a run is closed before the run stops.
 With ``event_loops=n > 1`` a run is ``n`` loops: the home run above and ``n - 1`` peer
 runs (threads ``dataloader-asyncio-1``, ...), started before it and stopped with it, on
 the same deadline and by the same steps (each awaits the dataset's ``aclose()`` on its own
-loop: a remote dataset closes that loop's client there).  The home loop keeps every batch;
-peers only run item coroutines routed to them (``async_spread``).
+loop: a remote dataset closes that loop's client there).  Each loop runs its own share of
+every batch (a builder has a feed on each: ``async_spread``); the run is alive while all
+its loops are.
 
 Stopping a run has one time budget, a deadline (``close``: the rest of
 ``DataLoader.close()``'s ``SHUTDOWN_JOIN_TIMEOUT_S``; ``stop_soon``, when the loader
@@ -48,7 +49,6 @@ from collections.abc import Callable
 from typing import Any
 
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
-from dataloader._engine.async_spread import Spread
 from dataloader._engine.pool import mark_loop_thread
 
 __all__ = ["ASYNC_THREAD_NAME", "AsyncLoop", "LoopRun"]
@@ -72,9 +72,9 @@ class LoopRun:
         dataset: the ``AsyncDataset`` (its ``aclose()`` is awaited when the run stops).
         name: its thread's name.
         peers: the runs of the other loops of ``event_loops > 1`` (started, stopped and
-            waited for with this one; ``spread`` routes item coroutines to them), or none.
+            waited for with this one; each runs its share of the items: ``async_spread``), or none.
 
-    Thread-safety: ``call``, ``alive``, ``close`` and ``stop_soon`` from any thread.
+    Thread-safety: ``call``, ``check``, ``alive``, ``close`` and ``stop_soon`` from any thread.
     What a stop hands the loop thread is written before it is scheduled
     (``call_soon_threadsafe``), and what the thread leaves is read after it ended.
     """
@@ -85,7 +85,6 @@ class LoopRun:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
         self.peers = peers
-        self.spread = Spread(self.loop, [p.loop for p in peers]) if peers else None
         self.batches: set[Any] = set()  # loop thread only: batches in flight (``cancel()``)
         self.deadline = 0.0  # time.monotonic() by which the thread ends (set by the stop)
         self.waited = False  # close() waits for the thread and warns; else the thread warns
@@ -119,15 +118,21 @@ class LoopRun:
             raise
 
     def alive(self) -> bool:
-        return self.thread.is_alive()
+        """Its thread runs, and those of its peers."""
+        return self.thread.is_alive() and all(peer.thread.is_alive() for peer in self.peers)
 
     def call(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` on the loop thread soon.
 
         Raises:
-            RuntimeError: the run was stopped (the loader was closed), or it was started
-                in the parent of this forked process.
+            RuntimeError: as ``check``.
         """
+        self.check()
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def check(self) -> None:
+        """Raises ``RuntimeError`` unless the run takes work: it was stopped (the loader was
+        closed), or it was started in the parent of this forked process."""
         if self.pid != os.getpid():
             raise RuntimeError(
                 f"this DataLoader's event loop was started in process {self.pid}, not in this one "
@@ -135,7 +140,6 @@ class LoopRun:
             )
         if self.stopping:
             raise RuntimeError("the DataLoader's event loop is not running (the loader was closed)")
-        self.loop.call_soon_threadsafe(fn, *args)
 
     def close(self, deadline: float) -> None:
         """Stop the run (see the module) and wait for its thread until ``deadline``
@@ -308,6 +312,8 @@ class AsyncLoop:
         with self._mutex():
             run = self._run
             if run is None or run.stopping or not run.alive():
+                if run is not None and not run.stopping:  # one of its loops ended: stop the others
+                    run.stop_soon()
                 peers = tuple(LoopRun(self._dataset, f"{ASYNC_THREAD_NAME}-{j}") for j in range(1, self._loops))
                 run = LoopRun(self._dataset, peers=peers)
                 run.start()

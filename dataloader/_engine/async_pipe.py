@@ -33,6 +33,7 @@ from dataloader import _context
 from dataloader._constants import SHUTDOWN_JOIN_TIMEOUT_S
 from dataloader._engine.async_loop import LoopRun
 from dataloader._engine.async_run import BEGUN, ENDED, PARKED, STOPPED, BatchRun, Feed
+from dataloader._engine.async_spread import Batch, FeedGroup, split
 
 __all__ = ["ASYNC_POLL_S", "EpochCancelled", "Pipeline", "Sink"]
 
@@ -49,11 +50,12 @@ class Sink:
     whose ``items`` entry is that item's exception (``errors``, in the order they came).
     ``tag``: what the batch was handed over with (``Pipeline.begin``, ``claim``), or None."""
 
-    __slots__ = ("k", "indices", "tag", "run", "items", "filled", "failed", "errors", "done")
+    __slots__ = ("k", "indices", "tag", "runs", "left", "items", "filled", "failed", "errors", "done")
 
     def __init__(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
         self.k, self.indices, self.tag = k, indices, tag
-        self.run: Any = None  # its BatchRun, set by Pipeline.begin
+        self.runs: tuple[BatchRun, ...] = ()  # its parts (one per loop with items of it), set by Pipeline._run
+        self.left = 0  # parts that did not send ENDED yet
         self.items: list[Any] = [None] * len(indices)
         self.filled = 0
         self.failed: list[Any] = []
@@ -88,25 +90,34 @@ class Pipeline:
         self.settles = settled and not getitems
         self.claim, self.cancelled = claim, cancelled
         self.out: queue.SimpleQueue = queue.SimpleQueue()
-        self.feed = Feed(loop, limit, self.out, self._claimed if claim is not None else None)
+        self.group = FeedGroup(limit, self.out, self._claimed if claim is not None else None)
+        self.feeds = tuple(Feed(run, self.group, self.out) for run in (loop, *loop.peers))  # a feed per loop
+        self.group.join(self.feeds)
         self.pending: collections.deque[Sink] = collections.deque()
         self.parked = claim is None  # builder thread only: the feed was told to claim no more
         self.settled = claim is None  # builder thread only: ... and it said so (PARKED, STOPPED)
 
-    def _run(self, k: int, indices: Sequence[Any], tag: Any = None) -> BatchRun:
-        sink = Sink(k, indices, tag)
-        sink.run = BatchRun(self.feed, self.dataset, indices, self.getitems, self.transform is not None, sink,
-                            self.settles)
-        return sink.run
+    def _run(self, k: int, indices: Sequence[Any], tag: Any = None) -> Batch:
+        """Batch ``k``: its sink, and a part for each loop that has items of it (``async_spread``)."""
+        sink, batch = Sink(k, indices, tag), Batch()
+        per_item = self.transform is not None
+        sink.runs = tuple(
+            BatchRun(feed, self.dataset, indices, self.getitems, per_item, sink, self.settles, order=order,
+                     batch=batch, k=k)
+            for feed, order in zip(self.feeds, split(indices, len(self.feeds), self.getitems)) if order
+        )
+        sink.left = len(sink.runs)
+        return batch
 
-    def _claimed(self) -> BatchRun | None:
-        """On the loop thread (the feed's ``claim``): the next batch, announced to the builder."""
+    def _claimed(self) -> Batch | None:
+        """On a loop thread, under the group's lock (``FeedGroup.claim_for``): the next batch,
+        announced to the builder."""
         got = self.claim() if self.claim is not None else None
         if got is None:
             return None
-        run = self._run(*got)
-        self.out.put((run.sink, BEGUN, True, None))
-        return run
+        batch = self._run(*got)
+        self.out.put((batch.parts[0].sink, BEGUN, True, None))
+        return batch
 
     def begin(self, k: int, indices: Sequence[Any], tag: Any = None) -> None:
         """Hand the loop batch ``k`` (after those before it); ``tag``: its ``Sink.tag``.
@@ -114,10 +125,12 @@ class Pipeline:
         Raises:
             RuntimeError: the loader's event loop was stopped.
         """
-        run = self._run(k, indices, tag)
-        self.pending.append(run.sink)
+        batch = self._run(k, indices, tag)
+        self.pending.append(batch.parts[0].sink)
+        self.group.came(batch)
         try:
-            self.loop.call(self.feed.add, run)
+            for part in batch.parts:
+                part.feed.owner.call(part.feed.add, part)
         except BaseException:
             self.pending.pop()
             raise
@@ -128,7 +141,8 @@ class Pipeline:
         if not self.pending and not self.parked:
             self.parked = True
             try:
-                self.loop.call(self.feed.park)
+                self.loop.check()
+                self.group.park()
                 while self._take(self._next()) != PARKED:
                     pass
                 self.settled = True
@@ -157,7 +171,7 @@ class Pipeline:
             except queue.Empty:
                 if self.cancelled():
                     raise EpochCancelled from None
-                if not self.loop.alive():
+                if not self.loop.alive():  # (any of its loops)
                     raise RuntimeError("the DataLoader's event loop stopped while a batch was being fetched") from None
 
     def _take(self, msg: Any) -> int:
@@ -170,7 +184,9 @@ class Pipeline:
             elif pos == ENDED:
                 for p, good, v in value:
                     self._put(sink, p, good, v)
-                sink.done, sink.run = True, None  # no cycle left: the run let go of the sink
+                sink.left -= 1
+                if sink.left == 0:
+                    sink.done, sink.runs = True, ()  # no cycle left: each part let go of the sink
             elif pos == BEGUN:
                 self.pending.append(sink)
         finally:
@@ -202,11 +218,11 @@ class Pipeline:
                 self._settle(sink, pos, exc)
                 return
             failed[:] = (pos, exc)
-            try:
-                if sink.run is not None:
-                    self.loop.call(sink.run.fail, pos)
-            except RuntimeError:
-                pass
+            for part in sink.runs:
+                try:
+                    part.feed.owner.call(part.fail, pos)
+                except RuntimeError:
+                    pass
         finally:
             _context.set_index(saved)
 
@@ -223,21 +239,30 @@ class Pipeline:
         if everything and self.settled and not self.pending:
             return
         drop = self.pending if everything else collections.deque(list(self.pending)[:1])
+        stops = 0 if everything else -1  # STOPPED messages to wait for (one a loop), -1: none
         try:
             if everything:
                 self.parked = True
-                self.loop.call(self.feed.stop)
-            elif drop and drop[0].run is not None:
-                self.loop.call(drop[0].run.cancel)
+                self.loop.check()
+                self.group.park()  # no claim after this: every BEGUN comes before the STOPPEDs
+                for feed in self.feeds:
+                    feed.owner.call(feed.stop)
+                    stops += 1
+            elif drop:
+                for part in drop[0].runs:
+                    part.feed.owner.call(part.cancel)
         except RuntimeError:  # the loop was stopped: its stop cancelled them
             drop.clear()
-        stopped = not everything
+            stops = len(self.feeds) + 1  # never met: wait for the loop thread to end
+        stopped = stops < 0
         deadline = time.monotonic() + SHUTDOWN_JOIN_TIMEOUT_S
         while (left := deadline - time.monotonic()) > 0 and self.loop.alive():
             if stopped and all(s.done for s in drop):
                 break
             try:
-                stopped = self._take(self.out.get(timeout=min(left, ASYNC_POLL_S * 5))) == STOPPED or stopped
+                if self._take(self.out.get(timeout=min(left, ASYNC_POLL_S * 5))) == STOPPED:
+                    stops -= 1
+                    stopped = stops == 0
             except queue.Empty:
                 pass
         self.settled = self.settled or (everything and stopped)

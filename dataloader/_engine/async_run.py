@@ -1,37 +1,41 @@
-"""The loop thread's side of an ``AsyncDataset``'s batches: item coroutines under a budget.
+"""The loop threads' side of an ``AsyncDataset``'s batches: item coroutines under a budget.
 
-A builder (a worker, or the consumer with ``num_workers=0``) owns one ``Feed``: a budget of
-``item_concurrency`` item coroutines in flight over the batches it has (``BatchRun``),
-started in the order the batches came, then in position order.  When an item ends, its
-slot goes to the next item not yet started: of the same batch, else of the next batch.  So
-a worker's requests stay in flight across its batch boundaries: the items of batch ``k +
-1`` start as those of batch ``k`` end, while the worker still collates batch ``k``.
+A builder (a worker, or the consumer with ``num_workers=0``) owns one ``Feed`` on each event
+loop (``event_loops``, ``async_spread``: a feed per loop, the builder's budget of
+``item_concurrency`` item coroutines in flight and its claims shared by its feeds through a
+``FeedGroup``).  A batch is one ``BatchRun`` per loop that has items of it (its *part*; with
+one loop, the whole batch); a feed starts its parts in the order of their batches, then in
+position order.  When an item ends, its slot goes to the next item of that loop not yet
+started: of the same batch, else of the next batch.  So a worker's requests stay in flight
+across its batch boundaries: the items of batch ``k + 1`` start as those of batch ``k`` end,
+while the worker still collates batch ``k``.
 
-A worker's feed claims the next batch itself, on the loop thread, without waiting
-(``claim``: the epoch window's ``try_claim``), as soon as an item ended and every item of
-its batches has started, with a slot free, and one item at least of its last batch has
-ended: a worker claims batches ahead only while that last batch's items come back, so
-items that hang never draw more batches after them, and the window's bound on batches
-bounds the rest.  It tells the worker with a ``BEGUN`` message, before the batch's first
-result.  ``park`` stops the claims (the worker is about to sleep in the window's blocking
-``claim``, which must not race with one here): ``PARKED`` answers it.
+A worker's feeds claim the next batch themselves, on their loop's thread, without waiting
+(``FeedGroup.claim_for``: the epoch window's ``try_claim``), as soon as an item ended and
+every item of that loop's parts has started, with a slot free, and one item at least of the
+last batch has ended: a worker claims batches ahead only while that last batch's items come
+back, so items that hang never draw more batches after them, and the window's bound on
+batches bounds the rest.  The claimer tells the worker with a ``BEGUN`` message, before the
+batch's first result.  ``FeedGroup.park`` stops the claims (the worker is about to sleep in
+the window's blocking ``claim``, which must not race with one here): ``PARKED`` answers it.
 
 Messages on the builder's queue, each ``(sink, pos, ok, value)``, ``sink`` the builder's
-own object for the batch: ``pos >= 0`` an item's value (``ok``) or error; ``ENDED`` the
-batch is done (every item has a value or an error), ``value`` the results not sent yet, a
-list of ``(pos, ok, value)`` (without a transform, all of them: one wake-up a batch);
-``BEGUN`` the feed claimed the batch; ``PARKED`` (``sink`` None) the feed claims no more;
-``STOPPED`` (``sink`` None) the feed claims no more and cancelled its batches (``stop``).
+own object for the batch: ``pos >= 0`` an item's value (``ok``) or error; ``ENDED`` a part
+is done (every item of it has a value or an error), ``value`` the results not sent yet, a
+list of ``(pos, ok, value)`` (without a transform, all of them: one wake-up a part); the
+batch is done when each of its parts sent ``ENDED``; ``BEGUN`` a feed claimed the batch;
+``PARKED`` (``sink`` None) the feeds claim no more; ``STOPPED`` (``sink`` None) a feed
+cancelled its parts (``stop``; one from each loop).  Each loop puts its own items' messages
+straight on the queue, from its own thread: no result goes through another loop.
 
-Every method of ``Feed`` and ``BatchRun`` after their construction runs on the loop thread
-only, so their state needs no lock.  With ``event_loops > 1`` that is the home loop: a lane
-awaits an item routed to another loop through a home-loop future (``async_spread``), and
-nothing else changes.
+Every method of ``Feed`` and ``BatchRun`` after their construction runs on their loop's
+thread only, so their state needs no lock; what the feeds share is under the group's lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import inspect
 import queue
 import reprlib
@@ -40,79 +44,76 @@ from typing import Any
 
 from dataloader._datasets.fetch import check_item_count
 from dataloader._engine.async_loop import LoopRun
+from dataloader._engine.async_spread import PARKED, Batch, FeedGroup
 from dataloader._engine.errors import ItemCancelledError
 from dataloader._native._awaitable import is_awaitable
 
 __all__ = ["BEGUN", "ENDED", "PARKED", "STOPPED", "BatchRun", "Feed"]
 
-ENDED = -2  # a message's pos: the batch is done (every item has a value or an error)
+ENDED = -2  # a message's pos: the part is done (every item of it has a value or an error)
 BEGUN = -3  # a message's pos: the feed claimed the batch (its first message)
-PARKED = -4  # a message's pos: the feed claims no more batches
 STOPPED = -5  # a message's pos: the feed claims no more and cancelled every batch it had
 
 
 class Feed:
-    """One builder's budget of item coroutines on the loop (see the module).
+    """One builder's item coroutines on one loop (see the module; ``async_spread``: a feed per
+    loop, sharing the builder's budget and claims through ``group``).
 
     Args:
-        owner: the run of the loader's event loop.
-        limit: item coroutines in flight at most (``item_concurrency``, >= 1).
+        owner: the run of the event loop this feed runs on.
+        group: what the builder's feeds share (``async_spread.FeedGroup``).
         out: the builder's queue.
-        claim: on the loop thread, the next batch as a ``BatchRun`` of this feed (its
-            ``BEGUN`` message sent), or None (none published); None: the feed never claims.
     """
 
-    def __init__(
-        self, owner: LoopRun, limit: int, out: queue.SimpleQueue, claim: Callable[[], BatchRun | None] | None,
-    ) -> None:
-        self.owner, self.limit, self.out, self.claim = owner, limit, out, claim
-        self.runs: list[BatchRun] = []  # not done, in the order they came
-        self.last: BatchRun | None = None  # the last batch that came, until it is done
-        self.last_done = False  # ... it is done (not held: a run holds its feed)
+    def __init__(self, owner: LoopRun, group: FeedGroup, out: queue.SimpleQueue) -> None:
+        self.owner, self.group, self.out = owner, group, out
+        self.runs: list[BatchRun] = []  # this loop's parts not done, in batch order
         self.in_flight = 0  # item coroutines started and not ended (cancelled ones too)
-        self.lanes = 0  # lane tasks running (each awaits one item at a time): at most ``limit``
+        self.lanes = 0  # lane tasks running (each awaits one item at a time)
 
     def add(self, run: BatchRun) -> None:
-        """Take one more batch (after those before it)."""
+        """Take one more batch's part (placed after those of earlier batches)."""
+        if run.finished:  # the batch failed before its part came here
+            return
         if self.owner.stopping:  # handed over as the run began to stop: never started
             run.cancel()
             return
         self.owner.batches.add(run)  # the run's stop cancels it (async_loop.LoopRun._begin_stop)
-        self.runs.append(run)
-        self.last, self.last_done = run, False
+        runs = self.runs
+        if runs and runs[-1].k > run.k:  # claimed on another loop, came after a later one
+            bisect.insort(runs, run, key=_batch_number)
+        else:
+            runs.append(run)
         self.fill()
         run.maybe_done()
 
-    def park(self) -> None:
-        """Claim no more batches; say so (``PARKED``)."""
-        self.claim = None
-        self.out.put((None, PARKED, True, None))
-
     def stop(self) -> None:
-        """Claim no more batches and cancel every one it has; say so (``STOPPED``)."""
-        self.claim = None
+        """Cancel every part it has; say so (``STOPPED``).  The group claims no more (the
+        builder parked it first)."""
         for run in list(self.runs):
             run.cancel()
         self.out.put((None, STOPPED, True, None))
 
     def fill(self) -> None:
-        """Start a lane for each item not started yet, while fewer than ``limit`` run."""
+        """Start a lane for each item not started yet, as the builder's budget allows."""
+        if self.owner.stopping:
+            return
         waiting = sum(run.startable() for run in self.runs)
-        while self.lanes < self.limit and waiting > 0:
+        if waiting <= 0:
+            return
+        for _ in range(self.group.take(self, waiting)):
             self.lanes += 1
-            waiting -= 1
             self.owner.loop.create_task(self._lane())
 
     def _next(self) -> tuple[BatchRun, int, Any] | None:
         """The next item to await (oldest batch first; a batch claimed now if none is left and
-        its last batch came back), or None."""
+        the last batch came back), or None."""
         for run in tuple(self.runs):  # a batch whose item failed to start may end (done) meanwhile
             got = run.next_item()
             if got is not None:
                 return run, got[0], got[1]
-        came_back = self.last_done or (self.last is not None and self.last.ended > 0)
-        if self.claim is not None and came_back and not self.owner.stopping:
-            claimed = self.claim()
+        if self.group.claim is not None and not self.owner.stopping:
+            claimed = self.group.claim_for(self)
             if claimed is not None:
                 self.add(claimed)
                 got = claimed.next_item()
@@ -125,18 +126,11 @@ class Feed:
         goes out in the same step as the last one's end); ends when none is left, or after a
         cancellation (``fill`` starts another where items wait)."""
         task = asyncio.current_task()
-        spread = self.owner.spread  # event_loops > 1: items awaited on their own loop (async_spread)
         try:
             while (got := self._next()) is not None:
                 run, pos, aw = got
                 got = None
                 run.tasks[pos] = task
-                if spread is not None:
-                    try:
-                        aw = spread.route(run.key(pos), pos, aw)
-                    except RuntimeError as exc:  # its loop was closed (the loader was closed)
-                        run.ended_with(pos, False, exc)
-                        continue
                 self.in_flight += 1
                 try:
                     value = await aw
@@ -157,6 +151,7 @@ class Feed:
                     aw = value = None
         finally:
             self.lanes -= 1
+            self.group.release(self)
             if not self.owner.stopping:
                 self.fill()
 
@@ -164,67 +159,72 @@ class Feed:
         self.owner.batches.discard(run)
         if run in self.runs:
             self.runs.remove(run)
-        if run is self.last:
-            self.last, self.last_done = None, True
+        self.group.part_done(run)
+
+
+def _batch_number(run: BatchRun) -> int:
+    return run.k
 
 
 class BatchRun:
-    """One batch's coroutines, under its feed's budget.  Built on the builder's thread;
-    every method after that runs on the loop thread only.
+    """One loop's part of a batch (with one loop: the whole batch): the coroutines of the
+    positions ``order`` under its feed's budget.  Built on the builder's thread (or the
+    claiming loop's); every method after that runs on its feed's loop thread only.
 
     Errors are those of the sequential loader: when the item at position ``p`` fails, no
     position after ``p`` starts, those in flight are cancelled, those before ``p`` are
-    awaited, and the batch fails with the first error by position (``async_build``).
-    ``settled`` (an error policy's batches, one ``__getitem__`` coroutine an item): an item's
-    ``Exception`` is its outcome, sent at its position, and the batch's other items go on; an
-    interrupt (any other ``BaseException``) still stops the batch as above.
+    awaited (on the batch's other loops too: ``async_spread``), and the batch fails with the
+    first error by position (``async_build``).  ``settled`` (an error policy's batches, one
+    ``__getitem__`` coroutine an item): an item's ``Exception`` is its outcome, sent at its
+    position, and the batch's other items go on; an interrupt (any other ``BaseException``)
+    still stops the batch as above.
+
+    Args (keyword-only ones): ``order`` the ascending positions this part runs (a
+    ``__getitems__`` batch: ``range(1)``); ``batch`` the ``async_spread.Batch`` it joins;
+    ``k`` the batch's number in the epoch (its place among the feed's parts).
     """
 
     def __init__(
         self, feed: Feed, dataset: Any, indices: Sequence[Any], getitems: bool, per_item: bool, sink: Any,
-        settled: bool = False,
+        settled: bool = False, *, order: Sequence[int], batch: Batch, k: int,
     ) -> None:
         self.feed, self.dataset, self.indices, self.getitems = feed, dataset, indices, getitems
-        self.sink = sink
+        self.sink, self.order, self.batch, self.k = sink, order, batch, k
+        batch.join(self)
         self.settled = settled and not getitems
         # per_item: each result goes to the builder as it completes (there is a transform to
         # run); otherwise they are kept and sent once, with the end (one wake-up per batch).
         self.per_item = per_item
         self.kept: list[tuple[int, bool, Any]] = []
         self.tasks: dict[int, Any] = {}
-        self.next_pos = 0
+        self.next_i = 0  # order[next_i] is the next position to start
         self.ended = 0  # item coroutines that ended (a value, an error, cancelled)
         self.stop_at: int | None = None
         self.cancelled = False
         self.finished = False
 
     def startable(self) -> int:
-        """Items not started yet that may start."""
-        if self.cancelled or self.stop_at is not None:
+        """Items not started yet that may start (after a failure at ``p``: those before ``p``)."""
+        if self.cancelled:
             return 0
-        if self.getitems:
-            return 1 if self.next_pos == 0 else 0
-        return len(self.indices) - self.next_pos
+        left = len(self.order) - self.next_i
+        if self.stop_at is None or left == 0:
+            return left
+        return bisect.bisect_left(self.order, self.stop_at, self.next_i) - self.next_i
 
     def next_item(self) -> tuple[int, Any] | None:
         """``(position, awaitable)`` of the next item to start, or None; an item whose
         ``__getitem__`` raised (or returned no awaitable) fails here, and nothing after it starts."""
         while self.startable():
-            pos = self.next_pos
+            pos = self.order[self.next_i]
+            self.next_i += 1
             if self.getitems:
-                self.next_pos = len(self.indices)
                 aw = self._awaitable(0, "__getitems__", list(self.indices))
             else:
-                self.next_pos += 1
                 aw = self._awaitable(pos, "__getitem__", self.indices[pos])
             if aw is not None:
                 return pos, aw
         return None
-
-    def key(self, pos: int) -> Any:
-        """The index that places the item at ``pos`` on a loop (``async_spread``): its own, or
-        the batch's first for a ``__getitems__`` batch."""
-        return self.indices[pos] if pos < len(self.indices) else pos
 
     def _awaitable(self, pos: int, method: str, arg: Any) -> Any:
         aw = None
@@ -294,12 +294,18 @@ class BatchRun:
             self._emit(pos, True, item)
 
     def _failed(self, pos: int, exc: BaseException) -> None:
-        """The item at ``pos`` failed with ``exc`` (sent): the batch stops after it, unless it
-        is ``settled`` and ``exc`` is not an interrupt."""
+        """The item at ``pos`` failed with ``exc`` (sent): the batch stops after it (its parts
+        on other loops told on theirs), unless it is ``settled`` and ``exc`` is not an interrupt."""
         if self.settled and isinstance(exc, Exception):
             self.maybe_done()
-        else:
-            self.fail(pos)
+            return
+        self.fail(pos)
+        for part in self.batch.parts:
+            if part is not self:
+                try:
+                    part.feed.owner.loop.call_soon_threadsafe(part.fail, pos)
+                except RuntimeError:  # its loop is closed: the run's stop cancelled the part
+                    pass
 
     def fail(self, pos: int) -> None:
         """Start nothing after ``pos``; cancel what is in flight after it."""
@@ -324,7 +330,7 @@ class BatchRun:
     def maybe_done(self) -> None:
         if self.finished or self.tasks:
             return
-        if self.cancelled or self.stop_at is not None or self.next_pos >= len(self.indices):
+        if self.cancelled or self.startable() == 0:
             self.finished = True
             self.feed.done(self)
             kept, self.kept = self.kept, []

@@ -1,41 +1,53 @@
-"""Item coroutines spread over several event loops (``event_loops > 1``), by index.
+"""A builder's items spread over several event loops (``event_loops > 1``): a feed per loop.
 
-The loader's first loop (its *home*, ``dataloader-asyncio``) keeps everything it has with
-one loop: the builders' feeds, their budgets, their batches and every decision about them
-(``async_run``).  Only the awaiting of an item's coroutine moves: ``Spread.route`` sends
-the coroutine of item ``index`` to loop ``index % n`` (an index that is not an int: its
-position in the batch; an ``async def __getitems__`` batch: its first index), where it runs
-as a task of that loop, and gives the home loop a future that settles with the task's
-outcome.  So each loop's thread parses its share of the responses, and a coroutine runs
-on one loop from start to end (a remote dataset makes its client there: ``ClientCache``).
-What an item is never depends on its loop, hence outputs identical for any ``n``.
+A builder (a worker, or the consumer with ``num_workers=0``) has one ``async_run.Feed`` on
+each loop of the run, and a ``FeedGroup`` that they share.  Each batch is split by index
+(``split``): the item ``index`` at position ``pos`` belongs to loop ``index % n`` (an index
+that is not an int: ``pos % n``; an ``async def __getitems__`` batch: its first index), and
+that loop's share of the batch (a ``BatchRun`` with its positions, a *part*) runs on that
+loop only: its ``__getitem__`` is called there, its coroutine awaited there, and its
+results put straight on the builder's queue, from that loop's thread.  No item's start or
+outcome goes through another loop: each loop parses its own share of the responses, and the
+builder counts the parts of a batch as they end (a batch is done when every part is).  What
+an item is never depends on its loop, hence outputs identical for any ``n``; with one loop
+a batch is one part and the group one feed.
 
-- Loop 0 is the home loop itself: its items are awaited directly, as with one loop.
-- Only coroutines move; another awaitable (a future, an object with ``__await__``) may be
-  bound to the home loop, so it is awaited there.
-- Cancelling the home future (the item's batch failed or was abandoned) cancels the
-  task on its loop; a task that ends cancelled without that is its item's
-  ``CancelledError`` (``ItemCancelledError`` for the batch, as on one loop).
-- A value, an exception (its traceback from the item's own frames) or a cancellation
-  crosses back through the home loop's ``Outbox``; a start and a cancel go through the
-  target's.  An outbox wakes its loop once for every callback put before that wake-up ran
-  (one ``call_soon_threadsafe``, a write to the loop's self-pipe), so under load the items
-  share wake-ups: each cost ~15 us of CPU per item routed on 3.13t, measured on 2 cores.
+What the feeds share, under the group's lock (never held across an await or a callback):
 
-Thread-safety: ``route`` on the home loop's thread only; what it schedules runs on the
-target loop's thread (start, cancel: in that order, both there) and on the home loop's
-(the outcome), so the state of one routed item is touched by one thread at a time.
+- the budget: ``item_concurrency`` lanes at most over all the builder's loops (``take``,
+  ``release``).  A feed that has items waiting and got no slot is *hungry*; a slot released
+  on another loop wakes it (one ``call_soon_threadsafe``), so a loop with nothing to do
+  gives its slots to those that have;
+- the claims of batches ahead (``claim_for``): any loop with nothing left to start claims
+  the next batch (the window's ``try_claim``, through the builder's ``claim``), once one item
+  of the last batch came back and no other loop is hungry; the claimer starts its own part
+  at once and hands the others to their loops;
+- ``park``: no more claims, said on the builder's queue (``PARKED``) after every ``BEGUN``.
+
+Errors: when the item at ``p`` fails, its part stops after ``p`` and tells the other parts
+(``BatchRun.fail`` on their loops): each cancels what it has in flight after ``p`` and
+still starts and awaits its items before ``p`` (on one loop these had all started), so the
+batch fails with its first error by position, as the sequential loader.  A cancellation
+(``Pipeline.abandon``, the run's stop) reaches every part on its own loop.
+
+Thread-safety: ``FeedGroup``'s methods from any thread (the lock); each part and each feed
+is touched by its own loop's thread only, after its construction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import operator
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Outbox", "Spread", "loop_of"]
+if TYPE_CHECKING:
+    from dataloader._engine.async_run import BatchRun, Feed
+
+__all__ = ["PARKED", "Batch", "FeedGroup", "loop_of", "split"]
+
+PARKED = -4  # a message's pos: the feed claims no more batches
 
 
 def loop_of(index: Any, pos: int, n: int) -> int:
@@ -46,133 +58,145 @@ def loop_of(index: Any, pos: int, n: int) -> int:
         return pos % n
 
 
-class Outbox:
-    """Callbacks for one loop from other threads, run in the order they came, with one
-    ``call_soon_threadsafe`` (one wake-up of the loop) for all those that came before it
-    ran: under load the hand-offs of many items share a wake-up.
-
-    Thread-safety: ``put`` from any thread; the callbacks run on ``loop``'s thread.
-    """
-
-    __slots__ = ("loop", "_lock", "_items", "_scheduled")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._lock = threading.Lock()
-        self._items: list[tuple[Callable[[Any], None], Any]] = []
-        self._scheduled = False
-
-    def put(self, fn: Callable[[Any], None], arg: Any) -> None:
-        """Run ``fn(arg)`` on the loop soon, after every callback put before.
-
-        Raises:
-            RuntimeError: the loop is closed (``fn`` will not run).
-        """
-        with self._lock:
-            self._items.append((fn, arg))
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self.loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:
-            with self._lock:
-                self._items.clear()
-                self._scheduled = False
-            raise
-
-    def _drain(self) -> None:
-        with self._lock:
-            items, self._items = self._items, []
-            self._scheduled = False
-        for fn, arg in items:
-            fn(arg)
+def split(indices: Sequence[Any], n: int, getitems: bool) -> list[Sequence[int]]:
+    """The positions each of ``n`` loops runs of a batch of ``indices`` (ascending; empty
+    for a loop with none); ``getitems``: one ``__getitems__`` coroutine, position 0 only."""
+    if getitems:
+        parts: list[Sequence[int]] = [() for _ in range(n)]
+        parts[loop_of(indices[0], 0, n)] = range(1)
+        return parts
+    if n == 1:
+        return [range(len(indices))]
+    lists: list[list[int]] = [[] for _ in range(n)]
+    for pos, index in enumerate(indices):
+        lists[loop_of(index, pos, n)].append(pos)
+    return list(lists)
 
 
-class Spread:
-    """The home loop and its peers (see the module).
+class Batch:
+    """One batch's parts (one per loop that has items of it, each joining as it is made) and
+    how many are not done (``left``, under the group's lock once handed over)."""
+
+    __slots__ = ("parts", "left")
+
+    def __init__(self) -> None:
+        self.parts: list[BatchRun] = []
+        self.left = 0
+
+    def join(self, part: BatchRun) -> None:
+        self.parts.append(part)
+        self.left += 1
+
+    def came_back(self) -> bool:
+        """One item of it at least ended (a value, an error, cancelled)."""
+        for part in self.parts:
+            if part.ended:
+                return True
+        return False
+
+
+class FeedGroup:
+    """The budget and the claims the feeds of one builder share (see the module).
 
     Args:
-        home: the loop whose feeds route their items (loop 0).
-        peers: the other loops (1 .. n - 1), each running on its own thread.
+        limit: item coroutines in flight at most over every loop (``item_concurrency``, >= 1).
+        out: the builder's queue.
+        claim: the next batch as a ``Batch`` whose ``BEGUN`` message was sent, or None (none
+            published); called under the lock, on the thread of the loop that claims; None: no
+            claims (``num_workers=0``).
     """
 
-    __slots__ = ("home", "boxes", "n")
+    def __init__(self, limit: int, out: queue.SimpleQueue, claim: Callable[[], Batch | None] | None) -> None:
+        self.lock = threading.Lock()
+        self.free = limit  # lanes that may still start, over every loop
+        self.hungry: list[Feed] = []  # feeds with items waiting for a slot, in the order they asked
+        self.out, self.claim = out, claim
+        self.last: Batch | None = None  # the last batch that came, until it is done
+        self.last_done = False  # ... it is done
+        self.feeds: tuple[Feed, ...] = ()  # set once by the pipeline (``join``), before any batch
+        self.shared = False  # more than one feed: the budget is taken and released under the lock
 
-    def __init__(self, home: asyncio.AbstractEventLoop, peers: Sequence[asyncio.AbstractEventLoop]) -> None:
-        self.home = home
-        self.boxes = tuple(Outbox(loop) for loop in (home, *peers))  # [0]: the outcomes going home
-        self.n = len(self.boxes)
+    def join(self, feeds: tuple[Feed, ...]) -> None:
+        """The builder's feeds, one per loop (before any batch)."""
+        self.feeds, self.shared = feeds, len(feeds) > 1
 
-    def route(self, index: Any, pos: int, aw: Any) -> Any:
-        """What the home loop awaits for item ``index`` (at ``pos``) whose awaitable is ``aw``:
-        ``aw`` itself (its loop is the home loop, or it is no coroutine), else a home-loop
-        future of its task on its loop.
+    def take(self, feed: Feed, waiting: int) -> int:
+        """Slots for up to ``waiting`` new lanes of ``feed`` (the rest: ``feed`` is hungry)."""
+        if not self.shared:  # one feed: only its loop's thread takes and releases
+            got = min(waiting, self.free)
+            self.free -= got
+            return got
+        with self.lock:
+            got = min(waiting, self.free)
+            self.free -= got
+            if got < waiting and feed not in self.hungry:
+                self.hungry.append(feed)
+        return got
 
-        Raises:
-            RuntimeError: the item's loop is closed (the loader was closed); ``aw`` is closed.
-        """
-        j = loop_of(index, pos, self.n)
-        if j == 0 or not asyncio.iscoroutine(aw):
-            return aw
-        return _Routed(self.home, self.boxes[0], self.boxes[j], aw).future
-
-
-class _Routed:
-    """One item's coroutine on another loop, and the home future that stands for it."""
-
-    __slots__ = ("home", "box", "coro", "task", "future")
-
-    def __init__(self, home: asyncio.AbstractEventLoop, home_box: Outbox, box: Outbox, coro: Any) -> None:
-        self.home, self.box, self.coro = home_box, box, coro
-        self.task: asyncio.Task[Any] | None = None  # the target loop's thread only
-        self.future: asyncio.Future[Any] = home.create_future()
-        try:
-            box.put(_Routed._start, self)
-        except RuntimeError:  # the loop is closed
-            coro.close()
-            raise
-        self.future.add_done_callback(self._home_done)
-
-    def _start(self) -> None:
-        """On the target loop: run the coroutine as a task of it."""
-        coro, self.coro = self.coro, None
-        task = self.task = self.box.loop.create_task(coro)
-        task.add_done_callback(self._ended)
-
-    def _home_done(self, future: asyncio.Future[Any]) -> None:
-        """On the home loop: the future was cancelled (else settled by ``_ended``): cancel the task."""
-        if future.cancelled():
+    def release(self, feed: Feed) -> None:
+        """A lane of ``feed`` ended: its slot goes to the first hungry feed of another loop
+        (woken on its loop), else back to the budget."""
+        if not self.shared:
+            self.free += 1
+            return
+        with self.lock:
+            self.free += 1
+            hungry = self.hungry
+            if feed in hungry:  # its own items (if any) ask again: ``fill`` after this
+                hungry.remove(feed)
+            wake = hungry.pop(0) if hungry else None
+        if wake is not None:
             try:
-                self.box.put(_Routed._cancel, self)  # after _start: both run there, in order
-            except RuntimeError:  # the loop is closed: its stop cancelled the task
+                wake.owner.loop.call_soon_threadsafe(wake.fill)
+            except RuntimeError:  # its loop is closed: the run is stopping
                 pass
 
-    def _cancel(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+    def came(self, batch: Batch) -> None:
+        """``batch`` is the last one handed over (the builder's, or claimed)."""
+        with self.lock:
+            self.last, self.last_done = batch, False
 
-    def _ended(self, task: asyncio.Task[Any]) -> None:
-        """On the target loop: the task ended; its outcome goes home."""
-        if not task.cancelled():
-            task.exception()  # retrieved here: never "exception was never retrieved" if home is gone
-        try:
-            self.home.put(_Routed._settle, self)
-        except RuntimeError:  # the home loop is closed: nobody waits for the item
-            pass
+    def part_done(self, part: BatchRun) -> None:
+        """A part ended (on its loop); the batch is done when every part is."""
+        with self.lock:
+            batch = part.batch
+            batch.left -= 1
+            if batch.left == 0:
+                batch.parts = []  # no cycle left (part -> batch -> part): nothing reads them any more
+                if batch is self.last:
+                    self.last, self.last_done = None, True
 
-    def _settle(self) -> None:
-        """On the home loop: the task's outcome becomes the future's."""
-        future, task = self.future, self.task
-        assert task is not None
-        self.task = None
-        if future.done():  # cancelled meanwhile
-            return
-        if task.cancelled():
-            future.cancel()
-            return
-        exc = task.exception()
-        if exc is not None:
-            future.set_exception(exc)
-        else:
-            future.set_result(task.result())
+    def claim_for(self, feed: Feed) -> BatchRun | None:
+        """On ``feed``'s loop, which has nothing left to start: the next batch, claimed now
+        if one of the last batch's items came back and no other loop waits for a slot; its
+        other parts handed to their loops.  Returns ``feed``'s part of it, or None."""
+        last = self.last  # first without the lock (most calls end here): a stale answer only
+        if not (self.last_done or (last is not None and last.came_back())):  # delays a claim
+            return None
+        with self.lock:
+            if feed in self.hungry:
+                self.hungry.remove(feed)  # nothing waits on it any more
+            last = self.last
+            if self.claim is None or self.hungry or not (self.last_done or (last is not None and last.came_back())):
+                return None
+            batch = self.claim()
+            if batch is None:
+                return None
+            self.last, self.last_done = batch, False
+        mine = None
+        for part in batch.parts:
+            if part.feed is feed:
+                mine = part
+                continue
+            try:
+                part.feed.owner.loop.call_soon_threadsafe(part.feed.add, part)
+            except RuntimeError:  # its loop is closed: the run is stopping (the builder sees it)
+                pass
+        return mine
+
+    def park(self) -> None:
+        """Claim no more batches; say so on the builder's queue (``PARKED``), after every
+        ``BEGUN`` of the claims before.  From the builder's thread."""
+        with self.lock:
+            self.claim = None
+            self.out.put((None, PARKED, True, None))

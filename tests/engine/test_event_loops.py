@@ -1,5 +1,5 @@
-"""``event_loops``: an ``AsyncDataset``'s item coroutines on N event loops, routed by index
-(``dataloader._engine.async_spread``).  Outputs, errors (what they are, where they come and
+"""``event_loops``: an ``AsyncDataset``'s item coroutines on N event loops, spread by index
+(``dataloader._engine.async_spread``: a feed per loop).  Outputs, errors (what they are, where they come and
 what they name), error policies, ``timeout``, resume, early break, close and fork are those of
 one loop; item ``i`` really runs on loop ``i % n``; no loop thread outlives the loader.
 Every wait is bounded."""
