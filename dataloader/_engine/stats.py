@@ -71,7 +71,8 @@ class LoaderStats:
             consumer's waits and of every worker's builds (float64 arrays of shape
             ``(n, 2)``; the last ``STATS_SAMPLES`` per thread), for timelines.
         failed, skipped, replaced: under ``on_error="skip"``/``"replace"``, items of the
-            batches ``next()`` returned so far that failed (failed substitutes included), were
+            epoch's batches so far that failed (failed substitutes included; a batch refused by
+            ``max_failures`` counted too), were
             dropped, were substituted (a resumed epoch's counts go on from the saved ones);
             0 under ``on_error="raise"``.
         hedges_sent, hedges_won: hedged requests (``HttpDataset``, ``ObjectStoreDataset``:

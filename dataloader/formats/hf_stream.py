@@ -118,6 +118,10 @@ class HFIterableDataset(IterableDataset):
         """This worker's copy of the dataset: its shards (None: no shard for it) or the whole."""
         info = get_worker_info()
         mine = copy.copy(self.dataset)
+        # HF's IterableDataset copies share one __dict__ (its __getstate__ returns it and
+        # __setstate__ assigns it): give the copy its own, or the state loaded into it below
+        # (``_starting_state_dict``) would stay on the user's object for every later epoch.
+        mine.__dict__ = dict(mine.__dict__)
         if info is None or info.num_workers <= 1:
             return mine
         if info.id >= mine.num_shards:

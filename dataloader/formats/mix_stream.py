@@ -96,7 +96,9 @@ class MixStream(IterableDataset):
     def set_weights(self, weights: Sequence[float] | np.ndarray) -> None:
         """Mix by ``weights`` from the next sample on (of the running iterator, or of the
         resumed one, whether its state is loaded before or after this call: a loader loads
-        the state it was given when its next epoch starts).
+        the state it was given when its next epoch starts).  With ``num_workers > 0`` the
+        workers mix copies made when an epoch starts: a call during an epoch applies from
+        the next epoch.
 
         Raises:
             ValueError: bad weights (as in the constructor).

@@ -64,7 +64,7 @@ class TarShardDataset(IterableDataset):
         timeout_s: seconds an HTTP connection or read may block (> 0; capped by ``retry``'s
             ``attempt_timeout_s``).
         retry: a ``dataloader.io.Retry``, as ``HttpDataset`` takes; None: ``Retry()``'s
-            defaults (3 attempts, 0.1 s backoff doubling up to 15 s, 30 s per request);
+            defaults (3 attempts, 0.1 s backoff doubling up to 15 s, 30 s per connect and per blocking read);
             ``Retry(max_attempts=1)``: no retry and no resume (a cut is the shard's error).
             For HTTP shards: a failed connect or a 408/429/5xx status is tried again after the
             backoff, and a connection cut mid-shard resumes with a ``Range`` request from the

@@ -80,7 +80,8 @@ class Retry:
         jitter: wait a uniform random time in ``[0, backoff]`` instead of ``backoff``
             (spreads the retries of many items that failed together).
         attempt_timeout_s: seconds one attempt may take (connect, headers and the
-            whole body); None for no limit.  A time-out is transient; after the last
+            whole body; a tar shard streamed at its reader's pace bounds each connect and
+            each blocking read instead); None for no limit.  A time-out is transient; after the last
             attempt the item fails with ``TimeoutError``.  ``FileDataset`` cannot
             interrupt a blocking read and ignores it.
 

@@ -167,3 +167,21 @@ def test_a_state_of_the_previous_release_with_the_loaders_epoch_still_loads(num_
     with loader() as resumed:  # the ended epoch 0's last position, saved for epoch 1: epoch 1 whole
         resumed.load_state_dict(boundary)
         assert sorted(_ids(resumed)) == list(range(N))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_resumed_epoch_leaves_the_users_stream_whole_for_the_next_epochs(num_workers):
+    # HF's copies share one __dict__: a state loaded into the loader's copy once stayed on the
+    # user's object, and with 0 workers every later epoch (and any new loader) resumed it.
+    loader = DataLoader(_stream(), batch_size=3, num_workers=num_workers)
+    it = iter(loader)
+    head = [int(i) for _ in range(4) for i in next(it)["id"]]
+    state = json.loads(json.dumps(loader.state_dict()))
+    it.close()
+    stream = _stream()
+    resumed = DataLoader(stream, batch_size=3, num_workers=num_workers)
+    resumed.load_state_dict(state)
+    assert sorted(head + _ids(resumed)) == list(range(N))
+    assert sorted(_ids(resumed)) == list(range(N))
+    assert sorted(_ids(DataLoader(stream, batch_size=3))) == list(range(N))
