@@ -156,7 +156,8 @@ class DataLoader(LoaderPosition, Generic[T_co]):
             and resume are the same for every ``n``.  Worth it on a free-threaded build with
             many requests in flight (``max(num_workers, 1) * item_concurrency`` of 128 and
             more); with the GIL the loops take turns.  A remote dataset makes one client per
-            loop, and its ``aclose()`` is awaited on each.  ``"auto"``: 1 with the GIL, else
+            loop, and its ``aclose()`` is awaited on each (``n`` calls, in parallel on a
+            free-threaded build).  ``"auto"``: 1 with the GIL, else
             ``min(CPUs, ceil(max(num_workers, 1) * item_concurrency / 64))``.  More than 1
             is refused (``ValueError``) for a dataset that is not an ``AsyncDataset``.
 
