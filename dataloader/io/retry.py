@@ -88,8 +88,12 @@ class Retry:
     Thread-safety: immutable; one ``Retry`` may serve any number of datasets.
 
     Raises:
-        ValueError, TypeError: an argument is out of range or of the wrong type (an int
-            past a float's range, e.g. ``10**400``, is out of range: ``ValueError`` naming it).
+        TypeError: an argument of the wrong type, naming it and the value: ``max_attempts`` not
+            an int, a seconds or ``multiplier`` field not a number (a bool is none), ``jitter``
+            not a bool (``jitter="no"`` is refused, not taken as true).
+        ValueError: an argument out of range, naming it: below its bound, or not finite
+            (``nan`` or ``inf`` in any float field, ``attempt_timeout_s`` included: None is its
+            "no limit"), or an int past a float's range (e.g. ``10**400``).
     """
 
     max_attempts: int = 3
@@ -104,11 +108,13 @@ class Retry:
             raise TypeError(f"max_attempts must be an int, got {type(self.max_attempts).__name__}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts={self.max_attempts} must be >= 1")
+        if not isinstance(self.jitter, bool):  # "no" or 0 would pass as truthy or falsy silently
+            raise TypeError(f"jitter must be a bool, got {self.jitter!r} ({type(self.jitter).__name__})")
         for name in ("initial_backoff_s", "max_backoff_s", "multiplier"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise TypeError(f"{name} must be a number, got {value!r}")
-            if not math.isfinite(_as_float(name, value)):
+            if not math.isfinite(_as_float(name, value)):  # nan and inf alike
                 raise ValueError(f"{name}={value!r} must be finite")
         if self.initial_backoff_s < 0:
             raise ValueError(f"initial_backoff_s={self.initial_backoff_s} must be >= 0")
@@ -118,7 +124,11 @@ class Retry:
             raise ValueError(f"multiplier={self.multiplier} must be >= 1")
         t = self.attempt_timeout_s
         if t is not None:  # a huge int is refused before the message prints its digits
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or not _as_float("attempt_timeout_s", t) > 0:
+            if isinstance(t, bool) or not isinstance(t, (int, float)):
+                raise TypeError(f"attempt_timeout_s must be a number or None, got {t!r}")
+            if not math.isfinite(_as_float("attempt_timeout_s", t)):  # a socket refuses inf: None is "no limit"
+                raise ValueError(f"attempt_timeout_s={t!r} must be finite (None: no limit)")
+            if not t > 0:
                 raise ValueError(f"attempt_timeout_s={t!r} must be > 0 or None")
 
     def backoff_s(self, failures: int) -> float:
