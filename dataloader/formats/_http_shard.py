@@ -139,8 +139,7 @@ class HttpShardStream(io.RawIOBase):
                 exc.close()  # its response holds the connection
                 if exc.code not in TRANSIENT_STATUSES:
                     raise
-                setattr(exc, "retry_after_s", retry_after_s(exc.headers.get("Retry-After")))  # noqa: B010 - Retry.wait_s reads it
-                self._failed(exc)
+                self._failed(exc, retry_after_s(exc.headers.get("Retry-After")))
             except _CUTS as exc:
                 if isinstance(exc, http.client.InvalidURL) or (
                     isinstance(exc, urllib.error.URLError) and not isinstance(exc.reason, OSError)
@@ -153,12 +152,14 @@ class HttpShardStream(io.RawIOBase):
         request = urllib.request.Request(self._url, headers=headers)
         return urllib.request.urlopen(request, timeout=self._timeout_s)  # noqa: S310 - the user's URL
 
-    def _failed(self, exc: BaseException) -> None:
-        """Count a failure; wait the backoff, or re-raise ``exc`` when the budget is spent."""
+    def _failed(self, exc: BaseException, asked_s: float | None = None) -> None:
+        """Count a failure; wait the backoff (at least ``asked_s``, a ``Retry-After``, capped by
+        ``Retry``), or re-raise ``exc`` when the budget is spent."""
         self._failures += 1
         if self._failures >= self._retry.max_attempts:
             raise exc
-        time.sleep(min(self._retry.wait_s(self._failures, exc), threading.TIMEOUT_MAX))
+        wait = self._retry.wait_s(self._failures, exc, retry_after_s=asked_s)
+        time.sleep(min(wait, threading.TIMEOUT_MAX))
 
     def _resume(self, cut: BaseException) -> None:
         """Replace the cut response by one from ``position`` on (see the module).
@@ -170,12 +171,12 @@ class HttpShardStream(io.RawIOBase):
             old, self._resp = self._resp, None
         if old is not None:
             old.close()
-        why = f"{type(cut).__name__}: {cut}"
+        why, asked = f"{type(cut).__name__}: {cut}", None  # asked: the last 429/503's Retry-After
         try:
             if self._etag is None:
                 raise _Final("the first response had no strong ETag to check the rest against")
             while self._resp is None:
-                self._failed(cut)
+                self._failed(cut, asked)
                 try:
                     self._resp = self._continue()
                 except urllib.error.HTTPError as exc:
@@ -186,9 +187,9 @@ class HttpShardStream(io.RawIOBase):
                         raise _Final(f"the request for the rest failed: HTTP {exc.code} {exc.reason}") from None
                     why = f"HTTP {exc.code} {exc.reason}"
                     cut = ConnectionError(why)  # not the HTTPError: it holds the URL (chained, it would show)
-                    setattr(cut, "retry_after_s", retry_after_s(exc.headers.get("Retry-After")))  # noqa: B010 - as above
+                    asked = retry_after_s(exc.headers.get("Retry-After"))
                 except _CUTS as exc:
-                    cut, why = exc, f"{type(exc).__name__}: {exc}"
+                    cut, why, asked = exc, f"{type(exc).__name__}: {exc}", None
         except _Final as exc:
             raise ValueError(f"HTTP body cut at byte {self.position}{self._of()} ({why}); not resumed: {exc}") from cut
         except Exception as exc:  # the budget is spent: _failed re-raised the last failure

@@ -151,15 +151,16 @@ class Retry:
         except OverflowError:  # base ** n alone overflows, times a tiny initial it does not
             return min(top, math.exp(math.log(initial) + n * math.log(base)))
 
-    def wait_s(self, failures: int, exc: BaseException) -> float:
+    def wait_s(self, failures: int, exc: BaseException | None = None, *, retry_after_s: float | None = None) -> float:
         """Seconds to wait after the ``failures``-th failure, ``exc``.
 
-        ``backoff_s(failures)``, or longer when ``exc`` carries the wait the server asked
-        for (``exc.retry_after_s``, seconds: HTTP ``Retry-After`` on a 429 or 503): at
-        least that wait, but never more than ``max_backoff_s``.
+        ``backoff_s(failures)``, or longer when the server asked for a wait (seconds: HTTP
+        ``Retry-After`` on a 429 or 503): at least that wait, but never more than
+        ``max_backoff_s``.  The wait asked is ``retry_after_s`` when given, else
+        ``exc.retry_after_s`` where ``exc`` has one (``HttpDataset``'s errors carry it), else none.
         """
         wait = self.backoff_s(failures)
-        asked = getattr(exc, "retry_after_s", None)
+        asked = retry_after_s if retry_after_s is not None else getattr(exc, "retry_after_s", None)
         if asked is not None:
             wait = max(wait, min(float(asked), self.max_backoff_s))
         return wait

@@ -10,7 +10,8 @@ before the requests come:
 - ``stalls[path] = [byte, ...]``: the next responses each stop at that byte and send nothing
   more for ``STALL_S`` (or until ``close()``), then the rest: only a client's read time-out
   turns a stall into a second request.
-- ``statuses[path] = [503, ...]``: the next requests get these statuses first.
+- ``statuses[path] = [503, ...]``: the next requests get these statuses first (None: answered
+  as usual); a 503 says ``Retry-After: <retry_after>`` (``"0"`` unless set).
 - ``ignore_range = True``: every request gets ``200`` and the whole body (Range and If-Match unread).
 - ``changes[path] = bytes``: after the first request, the path serves these bytes instead
   (another ETag).
@@ -53,6 +54,7 @@ class RangeServer:
         self.changes: dict[str, bytes] = {}
         self.ignore_range = False
         self.no_etag = False
+        self.retry_after = "0"
         self.open_connections = 0
         owner = self
 
@@ -110,9 +112,9 @@ class RangeServer:
             cut = cuts.pop(0) if cuts else None
             stalls = self.stalls.get(path)
             stall = stalls.pop(0) if stalls else None
-            ignore, no_etag = self.ignore_range, self.no_etag
+            ignore, no_etag, retry_after = self.ignore_range, self.no_etag, self.retry_after
         if body is None or status is not None:
-            self._status(h, 404 if body is None else status or 500)
+            self._status(h, 404 if body is None else status or 500, retry_after)
             return
         etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
         if not ignore and match is not None and match != etag:
@@ -149,9 +151,9 @@ class RangeServer:
             h.close_connection = True
 
     @staticmethod
-    def _status(h: BaseHTTPRequestHandler, status: int) -> None:
+    def _status(h: BaseHTTPRequestHandler, status: int, retry_after: str = "0") -> None:
         h.send_response(status)
         h.send_header("Content-Length", "0")
         if status == 503:
-            h.send_header("Retry-After", "0")
+            h.send_header("Retry-After", retry_after)
         h.end_headers()

@@ -180,3 +180,25 @@ def test_obstore_resumes_a_cut_object_store_shard_itself(server):
     got = _epoch(TarShardDataset("s-1.tar", store=store))
     assert [{**s, "__url__": None} for s in got] == [{**s, "__url__": None} for s in uncut]
     assert server.ranges(SHARD)[2].startswith(f"bytes={len(server.files[SHARD]) // 2}-")
+
+
+@pytest.mark.timeout(60)
+def test_retry_after_of_a_503_reaches_the_backoff_when_opening_and_when_resuming(server, monkeypatch):
+    asked = []
+
+    def wait_s(self, failures, exc=None, *, retry_after_s=None):
+        asked.append(retry_after_s)
+        return 0.0
+
+    monkeypatch.setattr(Retry, "wait_s", wait_s)
+    uncut = _epoch(TarShardDataset(server.url(SHARD)))
+    server.retry_after = "2"
+    cut = len(server.files[SHARD]) // 2
+    server.statuses[SHARD] = [503, None, 503]  # the first request, then the resume's first
+    server.cuts[SHARD] = [None, cut]  # popped by every request: the second one is cut
+    assert _epoch(TarShardDataset(server.url(SHARD), retry=Retry(max_attempts=5))) == uncut
+    assert asked == [2.0, None, 2.0]  # the 503, the cut, the resume's 503
+    server.statuses[SHARD] = [503, 503]
+    with pytest.raises(OSError, match="503") as err:  # the HTTPError itself: nothing set on it
+        list(TarShardDataset(server.url(SHARD), retry=Retry(max_attempts=2)))
+    assert not hasattr(err.value.__cause__ or err.value, "retry_after_s")
