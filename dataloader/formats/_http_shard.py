@@ -17,7 +17,12 @@ the policy ``HttpDataset`` takes):
   or a first response without a strong ETag is the shard's error: two versions of an object
   are never spliced.
 - **Attempts**: every request of the shard (the first, each retry, each resume) counts
-  against ``max_attempts``, the shard's budget in all; the failure past it is the error.
+  against ``max_attempts``; the failure past it is the error.  A response that read at least
+  ``PROGRESS_BYTES`` (1 MiB) of the body before its cut made progress: the count starts again
+  (its cut is the first failure of a new run, backoff from ``initial_backoff_s``), as robust
+  downloaders do, so a long shard cut now and then over hours is not lost.  Bounded: each
+  reset needs 1 MiB more of the shard, so at most ``size / 1 MiB`` resets, and a server that
+  always cuts sooner fails after ``max_attempts`` requests in a row.
 - **Deadlines**: each request's connect and every blocking read wait at most
   ``min(timeout_s, Retry.attempt_timeout_s)`` (a read that waits longer is a cut, resumed).
   The body as a whole has no deadline: it streams at the pace of its reader (the shuffle
@@ -55,11 +60,13 @@ from typing import Any
 from dataloader.io._http_errors import TRANSIENT_STATUSES, retry_after_s
 from dataloader.io.retry import Retry
 
-__all__ = ["HttpShardStream"]
+__all__ = ["HttpShardStream", "PROGRESS_BYTES"]
 
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 # What a dropped, refused or stalled connection raises from a read or a request.
 _CUTS = (OSError, http.client.HTTPException)
+# Bytes a response must read before its cut for the run of failures to start again (see the module).
+PROGRESS_BYTES = 1 << 20
 
 
 class _Final(Exception):
@@ -88,6 +95,7 @@ class HttpShardStream(io.RawIOBase):
         self.requests = 0  # requests made for this shard (the first, retries, resumes)
         self._failures = 0
         self.position = 0  # bytes of the body read so far
+        self._since = 0  # position when the current response began (its progress is position - _since)
         self._drop = 0  # bytes of a restarted body to read and drop (a server that ignored Range)
         self._resp: Any = None
         self._lock = threading.Lock()  # close() may come from a collector's thread
@@ -172,13 +180,15 @@ class HttpShardStream(io.RawIOBase):
         if old is not None:
             old.close()
         why, asked = f"{type(cut).__name__}: {cut}", None  # asked: the last 429/503's Retry-After
+        if self.position - self._since >= PROGRESS_BYTES:
+            self._failures = 0  # the cut response made progress: a new run of failures
         try:
             if self._etag is None:
                 raise _Final("the first response had no strong ETag to check the rest against")
             while self._resp is None:
                 self._failed(cut, asked)
                 try:
-                    self._resp = self._continue()
+                    self._resp, self._since = self._continue(), self.position
                 except urllib.error.HTTPError as exc:
                     exc.close()
                     if exc.code == 412:
@@ -195,7 +205,8 @@ class HttpShardStream(io.RawIOBase):
         except Exception as exc:  # the budget is spent: _failed re-raised the last failure
             raise ValueError(
                 f"HTTP body cut at byte {self.position}{self._of()}, not resumed after {self.requests} request(s) "
-                f"(Retry.max_attempts={self._retry.max_attempts}); the last: {why}"
+                f"({self._failures} counted against Retry.max_attempts={self._retry.max_attempts}: a response "
+                f"that reads {PROGRESS_BYTES} bytes starts the count again); the last: {why}"
             ) from exc
 
     def _continue(self) -> Any:
