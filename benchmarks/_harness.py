@@ -1,7 +1,7 @@
 """A local server process on 127.0.0.1 that stops when its standard input closes.
 
-The remote benchmarks (bench_remote, bench_error_policy, bench_ranges, bench_event_loops)
-run their HTTP server in a process of its own, so that its threads and CPU are not counted
+The remote benchmarks (bench_remote, bench_error_policy, bench_ranges, bench_event_loops,
+bench_hedge, bench_tar_http) run their HTTP server in a process of its own, so that its threads and CPU are not counted
 as the client's: the bench starts itself again with ``--serve``; that process binds an
 ephemeral port on 127.0.0.1, prints it on one line of stdout, and serves until its stdin
 closes, which the parent does when it is done (or when it dies: the pipe closes with it, so
@@ -13,7 +13,8 @@ no server outlives its bench).
   a thread per request (~60 us of CPU per request, where ``aiohttp.web`` takes ~270 us on
   3.13t);
 - :func:`server_process`: the client side, a context manager that starts the server process
-  and gives its port.
+  and gives its port (any server that follows the protocol: bench_tar_http's is a threaded
+  ``http.server`` that prints its port and reads stdin itself).
 """
 
 from __future__ import annotations

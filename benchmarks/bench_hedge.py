@@ -1,7 +1,7 @@
 """Hedged GETs against tail latency: the training step's time with and without hedging.
 
-A local HTTP/1.1 server, in a process of its own (asyncio protocols, as in
-``bench_remote.py``), answers each GET after ``--latency-s`` (20 ms) with a ``--size``
+A local HTTP/1.1 server, in a process of its own (``_harness.server_process`` and
+``DelayedReplies``, as in ``bench_remote.py``), answers each GET after ``--latency-s`` (20 ms) with a ``--size``
 (16 KiB) body, except that a request is slow with probability ``--slow-share`` (1%):
 it answers after ``--slow-s`` (2 s), or never if the client closes the connection first
 (a cancelled hedge loser).  Which requests are slow is drawn per request (seeded), not
@@ -10,7 +10,8 @@ second server, the same with no slow request, measures the clean batch period.
 
 Contenders, every one ``HttpDataset`` through ``DataLoader(num_workers=2,
 item_concurrency=32, batch_size=64, prefetch_depth=D)`` for each D of ``--prefetch-depths``
-(2, the default, and 4):
+(2, the default, 4 and 8; depth 8: the window's lead over the consumer then covers a hedge's
+delay plus its own request on 3.13t):
 
 - ``clean``: ``hedge_delay=0`` against the server with no slow request: the floor, what the
   machine's own noise (a shared 2-core machine: other processes, the GIL) does to the
@@ -40,7 +41,7 @@ hedges won, the delay at the end, ``S``; and, secondary, the ``next()`` wait's p
 Medians over ``--rounds``; in each round the contenders run alternately, their order
 rotated by one each round, each on a fresh loader.
 
-Run: ``nice -n -10 python benchmarks/bench_hedge.py`` (``--items``, ``--rounds``,
+Run: ``PYTHONPATH=. nice -n -10 python benchmarks/bench_hedge.py`` (``--items``, ``--rounds``,
 ``--slow-share``, ``--slow-s``, ``--latency-s``, ``--fixed-delay-s``,
 ``--prefetch-depths``, ``--headroom``).  Prints the load average first, one line per run
 and a JSON summary.  127.0.0.1 only.
@@ -50,46 +51,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
+from benchmarks._harness import DelayedReplies, server_process
+from benchmarks._harness import serve as serve_until_stdin_closes
+
 
 def serve(latency_s: float, size: int, slow_share: float, slow_s: float, seed: int) -> None:
-    """The server process: prints its port, then serves until stdin closes."""
+    """The server process (``_harness.server_process``): prints its port, then serves until
+    stdin closes.  A request is slow with probability ``slow_share``, drawn per request."""
     response = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + b"b" * size
     draw = random.Random(seed)
 
-    class Protocol(asyncio.Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            assert isinstance(transport, asyncio.Transport)
-            self.transport = transport
-            self.buffer = b""
+    def answer(head: bytes) -> tuple[float, bytes]:
+        return (slow_s if draw.random() < slow_share else latency_s), response
 
-        def data_received(self, data: bytes) -> None:
-            self.buffer += data
-            while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
-                self.buffer = self.buffer[end + 4 :]
-                wait = slow_s if draw.random() < slow_share else latency_s
-                asyncio.get_running_loop().call_later(wait, self.reply)
-
-        def reply(self) -> None:
-            if not self.transport.is_closing():
-                self.transport.write(response)
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(Protocol, "127.0.0.1", 0, backlog=4096)
-        print(server.sockets[0].getsockname()[1], flush=True)
-        await loop.run_in_executor(None, sys.stdin.read)
-        server.close()
-
-    asyncio.run(run())
+    serve_until_stdin_closes(
+        lambda host, port: asyncio.get_running_loop().create_server(
+            lambda: DelayedReplies(answer), host, port, backlog=4096))
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -149,13 +135,10 @@ def measure(clean: int, port: int, items: int, delay: float | str, depth: int,
     }
 
 
-def start_server(args: argparse.Namespace, slow_share: float) -> tuple[subprocess.Popen[str], int]:
-    """A server process (``--serve``) and its port."""
-    argv = [sys.executable, __file__, "--serve", "--latency-s", str(args.latency_s), "--size", str(args.size),
-            "--slow-share", str(slow_share), "--slow-s", str(args.slow_s)]
-    server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    return server, int(server.stdout.readline())
+def server(args: argparse.Namespace, slow_share: float) -> contextlib.AbstractContextManager[int]:
+    """A server process (``--serve``, ``_harness.server_process``): its port, while open."""
+    return server_process(__file__, f"--latency-s={args.latency_s}", f"--size={args.size}",
+                          f"--slow-share={slow_share}", f"--slow-s={args.slow_s}")
 
 
 def rounds(args: argparse.Namespace, clean: int, slow: int) -> dict[str, list[dict[str, float]]]:
@@ -183,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slow-share", type=float, default=0.01)
     parser.add_argument("--slow-s", type=float, default=2.0)
     parser.add_argument("--fixed-delay-s", type=float, default=0.1)
-    parser.add_argument("--prefetch-depths", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--prefetch-depths", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--headroom", type=float, default=1.25)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -193,16 +176,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
     print(f"python {sys.version.split()[0]} gil={gil} loadavg={os.getloadavg()}", flush=True)
-    clean, clean_port = start_server(args, 0.0)
-    slow, slow_port = start_server(args, args.slow_share)
-    try:
+    with server(args, 0.0) as clean_port, server(args, args.slow_share) as slow_port:
         runs = rounds(args, clean_port, slow_port)
-    finally:
-        for server in (clean, slow):
-            assert server.stdin is not None and server.stdout is not None
-            server.stdin.close()
-            server.wait(10)
-            server.stdout.close()
     summary: dict[str, Any] = {
         name: {k: statistics.median(run[k] for run in rs) for k in rs[0]} for name, rs in runs.items()
     }

@@ -7,7 +7,7 @@ to an item whose request answers at once (a coroutine of one ``asyncio.sleep(0)`
 at a time on one event loop, once the delay is known (no hedge sent), against awaiting the
 request directly: CPU time of the loop's thread (``time.thread_time``), medians of ``--rounds``.
 
-Run: ``python benchmarks/bench_hedge_cost.py`` (``--items``, ``--rounds``,
+Run: ``PYTHONPATH=. python benchmarks/bench_hedge_cost.py`` (``--items``, ``--rounds``,
 ``--num-workers``, ``--item-concurrency``, ``--micro``).  Prints the load average, one line
 per run and the median ratio auto/off.  127.0.0.1 only.
 """
@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks._harness import server_process
 
 
 def items_per_s(port: int, items: int, hedge_delay: float | str, workers: int, concurrency: int) -> float:
@@ -75,21 +76,13 @@ def main() -> None:
     if args.micro:
         micro(args.rounds)
         return
-    serve = [sys.executable, str(Path(__file__).with_name("bench_hedge.py")), "--serve", "--slow-share", "0"]
-    server = subprocess.Popen(serve, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
+    with server_process(Path(__file__).with_name("bench_hedge.py"), "--slow-share=0") as port:
         ratios = []
         for r in range(args.rounds):
             off = items_per_s(port, args.items, 0, args.num_workers, args.item_concurrency)
             auto = items_per_s(port, args.items, "auto", args.num_workers, args.item_concurrency)
             ratios.append(auto / off)
             print(f"round {r}: off {off:,.0f} items/s  auto {auto:,.0f} items/s  auto/off {auto / off:.3f}", flush=True)
-    finally:
-        assert server.stdin is not None
-        server.stdin.close()
-        server.wait(10)
     print(f"median auto/off {statistics.median(ratios):.3f}  loadavg_end={os.getloadavg()}")
 
 

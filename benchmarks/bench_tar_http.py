@@ -31,12 +31,12 @@ Rounds interleaved (order rotated), medians printed with the load average at the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import queue
 import re
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._harness import server_process
 from benchmarks._rates import measure
 from dataloader import DataLoader, TarShardDataset
 from dataloader.formats._shard_open import ShardSource
@@ -74,7 +75,8 @@ def write_shards(root: Path, shards: int, per_shard: int, sample_kib: int) -> li
 
 def serve(root: str, cut: bool) -> None:
     """Serve ``root``'s tars from memory (ETag, ``Range: bytes=N-``); with ``cut``, each path's
-    first response stops half-way.  Prints the port, then serves until stdin closes."""
+    first response stops half-way.  Prints the port, then serves until stdin closes (the
+    protocol of ``_harness.server_process``; threads: ``http.server``, not asyncio)."""
     files = {f"/{p.name}": p.read_bytes() for p in Path(root).glob("*.tar")}
     etags = {k: '"' + hashlib.sha256(v).hexdigest()[:16] + '"' for k, v in files.items()}
     seen: set[str] = set()
@@ -114,12 +116,10 @@ def serve(root: str, cut: bool) -> None:
     sys.stdin.read()  # the parent closes it: stop
 
 
-def start_server(root: str, cut: bool) -> tuple[subprocess.Popen[str], int]:
-    args = [sys.executable, "-m", "benchmarks.bench_tar_http", "--serve", root] + (["--cut"] if cut else [])
-    repo = Path(__file__).resolve().parents[1]  # where ``-m benchmarks...`` resolves, from any cwd
-    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=repo)
-    assert proc.stdout is not None
-    return proc, int(proc.stdout.readline())
+def server(root: str, cut: bool) -> contextlib.AbstractContextManager[int]:
+    """The ``serve`` process (``_harness.server_process``: the checkout on its path, stopped
+    when this closes its stdin): its port, while open."""
+    return server_process(__file__, root, *(["--cut"] if cut else []))
 
 
 class AiohttpBridge:
@@ -193,10 +193,9 @@ def main(argv: list[str] | None = None) -> None:
         serve(args.serve, args.cut)
         return
     load = os.getloadavg()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as servers:  # servers stop first
         names = write_shards(Path(tmp), args.shards, args.per_shard, args.sample_kib)
-        plain, port = start_server(tmp, cut=False)
-        cutting, cut_port = start_server(tmp, cut=True)
+        port, cut_port = servers.enter_context(server(tmp, cut=False)), servers.enter_context(server(tmp, cut=True))
         urls = [f"http://127.0.0.1:{port}/{n}" for n in names]
         retrying = ShardSource(None, 60.0, Retry()).open
         resuming = ShardSource(None, 60.0, Retry(initial_backoff_s=0.0)).open  # the resume, not the backoff
@@ -222,8 +221,6 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             if bridge is not None:
                 bridge.close()
-            plain.communicate("")
-            cutting.communicate("")
     mib = args.shards * args.per_shard * args.sample_kib / 1024
     print(json.dumps({"python": sys.version.split()[0], "gil": getattr(sys, "_is_gil_enabled", lambda: True)(),
                       "epoch_mib": round(mib, 1), "samples": args.shards * args.per_shard,
