@@ -70,7 +70,8 @@ class MixStream(IterableDataset):
         TypeError: a source that is not an ``IterableDataset``.
         ValueError: bad weights, an unknown ``stop_on``, ``num_samples`` with another rule; while
             iterating, a source that yielded items in a pass and nothing when it restarted (it
-            does not repeat itself).
+            does not repeat itself); under ``"first_exhausted"``, a chosen source that yields
+            nothing at all in the epoch (the epoch would end there, silently short).
     """
 
     def __init__(
@@ -278,6 +279,10 @@ class _Run:
             return item
         self.done[s] = True
         rule = self.mix.stop_on
+        if rule == "first_exhausted" and self.drawn[s] == 0 and self.passes[s] == 0:
+            raise ValueError(f"sources[{s}] yielded nothing in this epoch under stop_on='first_exhausted', which "
+                             "would end the epoch before its first sample of it (use 'all_exhausted' or "
+                             f"'never' to mix the other sources without it){_where()}")
         if rule == "first_exhausted" or (rule == "all_exhausted" and self._all_done()):
             return _END
         if self.drawn[s] == 0:  # a whole pass gave nothing: leave s out of this iterator's mix

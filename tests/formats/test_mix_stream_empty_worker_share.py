@@ -88,3 +88,23 @@ def test_resume_after_a_drop_continues_exactly(num_workers, stop_on):
     rest = [x for b in resumed for x in b]
     assert head + rest == full
     assert len(full) > 20 and {x for x in full if x < 100} == (set(range(5)) if num_workers == 2 else set())
+
+
+def test_an_empty_source_under_first_exhausted_is_an_error_naming_it_and_the_rule():
+    mix = MixDataset([Shards(0, 3), Shards(100, 0)], [1, 1], stop_on="first_exhausted")
+    with pytest.raises(ValueError, match=r"sources\[1\] yielded nothing in this epoch under "
+                                         r"stop_on='first_exhausted'.*'all_exhausted' or 'never'.*\)$"):
+        list(mix)
+
+
+def test_an_empty_worker_share_under_first_exhausted_names_the_worker():
+    mix = MixDataset([Shards(0, 2), Shards(100, 3)], [1, 1], stop_on="first_exhausted")
+    with pytest.raises(ValueError, match=r"sources\[0\] yielded nothing in this epoch under stop_on="
+                                         r"'first_exhausted'.*, in worker 2 of 3: .*fewer shards than workers"):
+        list(DataLoader(mix, batch_size=2, num_workers=3, collate_fn=list))
+
+
+def test_a_source_that_runs_out_under_first_exhausted_still_ends_the_epoch_quietly():
+    mix = MixDataset([Shards(0, 1), Shards(100, 3)], [1, 1], stop_on="first_exhausted")
+    out = list(mix)
+    assert set(range(5)) <= set(out) and len(out) < 20
