@@ -33,12 +33,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["CACHED_BLOCKS", "MAX_BLOCK_BITS", "MIN_BLOCK_BITS", "MixPlan", "shares_of", "splitmix64"]
+__all__ = ["CACHED_BLOCKS", "CACHED_FINAL", "MAX_BLOCK_BITS", "MIN_BLOCK_BITS", "MixPlan", "shares_of", "splitmix64"]
 
 SHARE_ONE = 1 << 32  # the integer shares sum to this: 2**-32 is the finest weight resolution
 MIN_BLOCK_BITS = 12  # 4096-position blocks: stratified over 4096, shuffled within
 MAX_BLOCK_BITS = 24  # a positive weight below 2**-24 of the total is refused (the block would be 16 Mi)
 CACHED_BLOCKS = 1 << 16  # an epoch's per-block tables are kept up to 65,536 blocks (~6 MB with 3 sources)
+CACHED_FINAL = 1 << 16  # and the final partial block's placement up to 65,536 positions (1 MB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -185,7 +186,7 @@ class MixPlan:
             if cached_epoch == epoch:
                 return cached
         tables = self._tables(epoch, np.arange(self.cached_blocks, dtype=np.uint64))
-        if self.final_cum is not None and self.final_cum[-1] > 0:
+        if self.final_cum is not None and 0 < self.final_cum[-1] <= CACHED_FINAL:
             tables.final = self._place_final(np.arange(int(self.final_cum[-1]), dtype=np.int64), epoch)
         self._cache = ((epoch, tables),) + cache[:1]  # this epoch and the one before
         return tables

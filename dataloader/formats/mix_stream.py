@@ -9,7 +9,7 @@ time with NumPy.  Its state is a handful of integers plus each source's own stat
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ from dataloader._datasets.base import IterableDataset
 from dataloader._rng import check_seed
 from dataloader.formats._mix_plan import MixPlan, shares_of, splitmix64
 from dataloader.formats._mix_stops import check_stop
+from dataloader.formats._mix_stream_state import checked_state, mixed_shares, reweighted
 
 __all__ = ["MixStream"]
 
@@ -46,8 +47,14 @@ class MixStream(IterableDataset):
     shards itself by ``get_worker_info()``, as in PyTorch), positions counted per worker with the
     worker's id in the key: the output depends on ``num_workers``, as any stream's does.
 
+    An empty pass: under ``"all_exhausted"`` / ``"never"``, a source that yields nothing in a whole
+    pass of this iterator (a worker with no shard of it, or whose shards of it all failed under
+    ``on_error="skip"``) is dropped from this iterator's mix until the epoch ends: the other
+    sources, renormalised, from that position on (a new segment keyed by it; the weights stay as
+    given); the stream ends when no source with a positive weight is left.
+
     Resume: :meth:`state_dict` gives ``{"epoch", "position", "segment", "shares", "drawn",
-    "passes", "done", "sources"}``; a source's entry is its own ``state_dict()`` where it has
+    "passes", "done", "dropped", "sources"}``; a source's entry is its own ``state_dict()`` where it has
     one (exact), else ``None`` and the source is replayed: a fresh ``iter()`` whose first
     ``drawn[s]`` items (this pass's) are skipped, exact when the source repeats itself.
     New weights: ``set_weights(w)`` (also right before or after ``load_state_dict``, so after
@@ -62,7 +69,9 @@ class MixStream(IterableDataset):
     Raises:
         TypeError: a source that is not an ``IterableDataset``.
         ValueError: bad weights, an unknown ``stop_on``, ``num_samples`` with another rule; while
-            iterating, a source that is empty when it (re)starts with a positive weight.
+            iterating, a source that yielded items in a pass and nothing when it restarted (it
+            does not repeat itself); under ``"first_exhausted"``, a chosen source that yields
+            nothing at all in the epoch (the epoch would end there, silently short).
     """
 
     def __init__(
@@ -106,7 +115,7 @@ class MixStream(IterableDataset):
         self._shares = shares_of(weights, len(self.sources))
         self._weights_set = True
         if self._resume is not None:
-            self._resume = _reweighted(self._resume, self._shares)
+            self._resume = reweighted(self._resume, self._shares)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch used outside a loader (inside, the loader's epoch is used)."""
@@ -163,9 +172,9 @@ class MixStream(IterableDataset):
             ValueError: not a ``MixStream`` state (a key missing, shares that do not sum to
                 ``2**32``), or a state of another number of sources.
         """
-        state = _checked_state(state, len(self.sources))
+        state = checked_state(state, len(self.sources))
         if self._weights_set:  # set_weights came since the last iter(): they apply from the state's position
-            self._resume = _reweighted(copy.deepcopy(state), self._shares)
+            self._resume = reweighted(copy.deepcopy(state), self._shares)
             return
         self._resume = copy.deepcopy(state)
         self._shares = np.array(state["shares"], dtype=np.uint64)
@@ -190,6 +199,7 @@ class _Run:
         self.drawn = list(state["drawn"])
         self.passes = list(state["passes"])
         self.done = list(state["done"])
+        self.dropped = [bool(d) for d in state.get("dropped", [False] * len(mix.sources))]
         self.fresh = fresh
         self.saved = state["sources"]
         self.iters: list[Iterator[Any] | None] = [None] * len(mix.sources)
@@ -200,7 +210,8 @@ class _Run:
     def initial(cls, mix: MixStream) -> _Run:
         n = len(mix.sources)
         state = {"epoch": None, "position": 0, "segment": 0, "shares": mix._shares.tolist(),
-                 "drawn": [0] * n, "passes": [0] * n, "done": [False] * n, "sources": [None] * n}
+                 "drawn": [0] * n, "passes": [0] * n, "done": [False] * n, "dropped": [False] * n,
+                 "sources": [None] * n}
         return cls(mix, state, fresh=True)
 
     @classmethod
@@ -217,16 +228,20 @@ class _Run:
                 sources.append(copy.deepcopy(method()) if callable(method) else None)
         return {"epoch": self.epoch, "position": self.position, "segment": self.segment,
                 "shares": self.shares.tolist(), "drawn": list(self.drawn), "passes": list(self.passes),
-                "done": list(self.done), "sources": sources}
+                "done": list(self.done), "dropped": list(self.dropped), "sources": sources}
 
     def samples(self) -> Iterator[Any]:
         limit = self.mix.num_samples
         try:
             while limit is None or self.position < limit:
                 s = self._choose()
+                if s < 0:  # every source with a positive weight dropped: nothing left to mix
+                    return
                 item = self._draw(s)
                 if item is _END:
                     return
+                if item is _DROPPED:  # s left this iterator's mix: choose again for this position
+                    continue
                 self.drawn[s] += 1
                 self.position += 1
                 yield item
@@ -242,7 +257,10 @@ class _Run:
                 self.segment, self.plan = self.position, None
             self.shares = self.mix._shares
         if self.plan is None:
-            self.plan = MixPlan(self.shares, _segment_seed(self.mix.seed, self.segment, _worker_key()))
+            shares = mixed_shares(self.shares, self.dropped)
+            if shares is None:
+                return -1
+            self.plan = MixPlan(shares, _segment_seed(self.mix.seed, self.segment, _worker_key()))
             self.chunk = (0, np.empty(0, np.int64))
         if self.epoch is None:
             key = thread_state().epoch_key
@@ -261,14 +279,27 @@ class _Run:
             return item
         self.done[s] = True
         rule = self.mix.stop_on
+        if rule == "first_exhausted" and self.drawn[s] == 0 and self.passes[s] == 0:
+            raise ValueError(f"sources[{s}] yielded nothing in this epoch under stop_on='first_exhausted', which "
+                             "would end the epoch before its first sample of it (use 'all_exhausted' or "
+                             f"'never' to mix the other sources without it){_where()}")
         if rule == "first_exhausted" or (rule == "all_exhausted" and self._all_done()):
             return _END
+        if self.drawn[s] == 0:  # a whole pass gave nothing: leave s out of this iterator's mix
+            return self._drop(s)
         self.passes[s] += 1
         self.drawn[s] = 0
         self.saved[s] = None
         for item in self._open(s, restart=True):
             return item
         raise ValueError(f"sources[{s}] yielded nothing when it restarted (pass {self.passes[s]}){_where()}")
+
+    def _drop(self, s: int) -> _EndType:
+        """Mix the other sources, renormalised, from this position on (a new segment keyed by it):
+        ``dropped`` goes into the state, so a resume mixes the same; the user's weights stay."""
+        self.dropped[s] = True
+        self.segment, self.plan = self.position, None
+        return _DROPPED
 
     def _all_done(self) -> bool:
         return all(d or share == 0 for d, share in zip(self.done, self.shares.tolist(), strict=True))
@@ -297,39 +328,7 @@ class _EndType:
 
 
 _END = _EndType()
-
-
-def _reweighted(state: dict[str, Any], shares: np.ndarray) -> dict[str, Any]:
-    """``state`` continued with ``shares``: a new segment of positions from its position when
-    they differ from its own (else ``state`` as it is: an exact resume)."""
-    if [int(x) for x in state["shares"]] == shares.tolist():
-        return state
-    return dict(state, shares=shares.tolist(), segment=state["position"])
-
-
-_STATE_KEYS = ("epoch", "position", "segment", "shares", "drawn", "passes", "done", "sources")
-
-
-def _checked_state(state: Any, n: int) -> dict[str, Any]:
-    """``state`` as a dict, once it has a ``MixStream`` state's keys, one entry per source in
-    each list and shares summing to ``2**32``.
-
-    Raises:
-        ValueError: what is wrong, named.
-    """
-    if not isinstance(state, Mapping):
-        raise ValueError(f"not a MixStream state: a dict with the keys {list(_STATE_KEYS)}, got {type(state).__name__}")
-    if "drawn" in state and len(state["drawn"]) != n:
-        raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {n}")
-    missing = [k for k in _STATE_KEYS if k not in state]
-    if missing:
-        raise ValueError(f"not a MixStream state: the keys {missing} are missing (it has {sorted(state)})")
-    for key in _STATE_KEYS[3:]:
-        if len(state[key]) != n:
-            raise ValueError(f"state has {len(state[key])} sources in {key!r}, this mix has {n}")
-    if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
-        raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
-    return dict(state)
+_DROPPED = _EndType()
 
 
 def _where() -> str:

@@ -25,6 +25,18 @@ class Counter(IterableDataset):
         return (self.base + i for i in numbers)
 
 
+class Once(IterableDataset):
+    """``base + i`` for ``i`` in ``range(n)`` on the first ``iter()``, nothing on later ones: a
+    source that does not repeat itself."""
+
+    def __init__(self, base: int, n: int) -> None:
+        self.base, self.n, self.started = base, n, False
+
+    def __iter__(self):
+        n, self.started = (0 if self.started else self.n), True
+        return iter(range(self.base, self.base + n))
+
+
 class Stateful(IterableDataset):
     """``base + i`` for ``i`` in ``range(n)``, this worker's share; ``state_dict()`` is its live
     position, reset when a pass ends (so a new ``iter()`` starts a new pass)."""
@@ -164,9 +176,9 @@ def test_bad_stream_input_is_a_clear_error():
         MixDataset([Counter(0, 3)], [1], stop_on="all")
     with pytest.raises(ValueError, match="num_samples=3 is only for stop_on='never'"):
         MixDataset([Counter(0, 3)], [1], num_samples=3)
-    empty = MixDataset([Counter(0, 3), Counter(10, 0)], [1, 1], stop_on="never", num_samples=100)
+    once = MixDataset([Counter(0, 3), Once(10, 2)], [1, 1], stop_on="never", num_samples=100)
     with pytest.raises(ValueError, match=r"sources\[1\] yielded nothing when it restarted"):
-        list(empty)
+        list(once)
     mix = make()
     with pytest.raises(ValueError, match="state has 2 sources, this mix has 3"):
         mix.load_state_dict({"drawn": [0, 0]})

@@ -1,0 +1,64 @@
+"""A ``MixStream`` state's checks and changes (see ``dataloader.formats.mix_stream``).
+
+A state is ``{"epoch", "position", "segment", "shares", "drawn", "passes", "done", "dropped",
+"sources"}``; ``dropped`` (one bool per source: the source yielded nothing in a whole pass of
+this iterator, so it is left out of its mix until the epoch ends) is optional on load, so a
+state saved before it existed still resumes (nothing dropped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dataloader.formats._mix_plan import shares_of
+
+__all__ = ["STATE_KEYS", "checked_state", "mixed_shares", "reweighted"]
+
+STATE_KEYS = ("epoch", "position", "segment", "shares", "drawn", "passes", "done", "sources")
+
+
+def reweighted(state: dict[str, Any], shares: np.ndarray) -> dict[str, Any]:
+    """``state`` continued with ``shares``: a new segment of positions from its position when
+    they differ from its own (else ``state`` as it is: an exact resume)."""
+    if [int(x) for x in state["shares"]] == shares.tolist():
+        return state
+    return dict(state, shares=shares.tolist(), segment=state["position"])
+
+
+def mixed_shares(shares: np.ndarray, dropped: list[bool]) -> np.ndarray | None:
+    """The shares an iterator mixes by: ``shares`` (the user's) with the dropped sources' set to
+    0 and the rest renormalised to ``2**32`` (``shares`` itself when none is dropped; ``None``
+    when no source with a positive share is left)."""
+    if not any(dropped):
+        return shares
+    kept = np.where(np.array(dropped, dtype=bool), 0.0, shares.astype(np.float64))
+    if not kept.any():
+        return None
+    return shares_of(kept, len(shares))
+
+
+def checked_state(state: Any, n: int) -> dict[str, Any]:
+    """``state`` as a dict, once it has a ``MixStream`` state's keys, one entry per source in
+    each list and shares summing to ``2**32``; ``dropped`` filled in (all ``False``) when absent.
+
+    Raises:
+        ValueError: what is wrong, named.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"not a MixStream state: a dict with the keys {list(STATE_KEYS)}, got {type(state).__name__}")
+    if "drawn" in state and len(state["drawn"]) != n:
+        raise ValueError(f"state has {len(state['drawn'])} sources, this mix has {n}")
+    missing = [k for k in STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"not a MixStream state: the keys {missing} are missing (it has {sorted(state)})")
+    out = dict(state)
+    out.setdefault("dropped", [False] * n)
+    for key in (*STATE_KEYS[3:], "dropped"):
+        if len(out[key]) != n:
+            raise ValueError(f"state has {len(out[key])} sources in {key!r}, this mix has {n}")
+    if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
+        raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
+    return out
