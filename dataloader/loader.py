@@ -149,7 +149,8 @@ class DataLoader(LoaderPosition, Generic[T_co]):
         event_loops: event loops (each on a thread of its own) that run an ``AsyncDataset``'s
             item coroutines: an int >= 1, or ``"auto"``.  1 (default): one loop, as before.
             ``n > 1``: item ``i`` (its ``__getitem__`` call and its coroutine) runs on loop
-            ``i % n`` (its position in the batch for an index that is not an int), which
+            ``i % n`` (its position in the batch for an index that is not an int; an
+            ``async def __getitems__``, one call a batch: batch ``k`` on loop ``k % n``), which
             hands its result to the worker itself, so a loop's CPU work (parsing responses:
             ~310 us per request with aiohttp on 3.13t, ~3,000 requests/s per loop) is shared
             by ``n`` threads; order, outputs, errors, ``on_error``, ``timeout``, cancellation

@@ -50,6 +50,8 @@ and its threads, alive until the cyclic garbage collector ran.
 from __future__ import annotations
 
 import functools
+import itertools
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -81,7 +83,7 @@ class AsyncFetcher(Builder):
     thread that made it only); ``cancel`` and ``watch`` from any thread.
     """
 
-    __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_window", "_closed")
+    __slots__ = ("_dataset", "_auto", "_k", "_getitems", "_loop", "_window", "_closed", "_turns", "_turn_lock")
     kind = BuilderKind.ASYNC
 
     def __init__(
@@ -96,6 +98,10 @@ class AsyncFetcher(Builder):
         self._loop = loop
         self._window: Window | None = None
         self._closed = False
+        # ``__getitems__`` batches fetched one at a time on several loops: their number, so that
+        # batch ``k`` runs on loop ``k % n`` (``async_spread.split``); None: one loop or items
+        self._turns: itertools.count[int] | None = itertools.count() if self._getitems and loop.peers else None
+        self._turn_lock = threading.Lock()
 
     def watch(self, window: Window) -> None:
         """Abandon batches once ``window`` is cancelled (the epoch's; set by every worker)."""
@@ -166,8 +172,14 @@ class AsyncFetcher(Builder):
         if self._cancelled():
             raise EpochCancelled
         pipe = self.pipeline(None, settled)
+        turns = self._turns
+        if turns is None:
+            k = 0
+        else:  # its number among this epoch's batches fetched one at a time: the loop it runs on
+            with self._turn_lock:
+                k = next(turns)
         try:
-            pipe.begin(0, indices)
+            pipe.begin(k, indices)
         except RuntimeError:
             if self._cancelled():
                 raise EpochCancelled from None

@@ -104,7 +104,7 @@ class Pipeline:
         sink.runs = tuple(
             BatchRun(feed, self.dataset, indices, self.getitems, per_item, sink, self.settles, order=order,
                      batch=batch, k=k)
-            for feed, order in zip(self.feeds, split(indices, len(self.feeds), self.getitems)) if order
+            for feed, order in zip(self.feeds, split(indices, len(self.feeds), self.getitems, k)) if order
         )
         sink.left = len(sink.runs)
         return batch

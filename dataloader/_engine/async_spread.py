@@ -3,7 +3,9 @@
 A builder (a worker, or the consumer with ``num_workers=0``) has one ``async_run.Feed`` on
 each loop of the run, and a ``FeedGroup`` that they share.  Each batch is split by index
 (``split``): the item ``index`` at position ``pos`` belongs to loop ``index % n`` (an index
-that is not an int: ``pos % n``; an ``async def __getitems__`` batch: its first index), and
+that is not an int: ``pos % n``; an ``async def __getitems__`` batch, one coroutine: batch
+``k`` runs on loop ``k % n``, ``k`` its number, so that batches of a size that is a multiple
+of ``n`` do not all land on one loop), and
 that loop's share of the batch (a ``BatchRun`` with its positions, a *part*) runs on that
 loop only: its ``__getitem__`` is called there, its coroutine awaited there, and its
 results put straight on the builder's queue, from that loop's thread.  No item's start or
@@ -58,12 +60,13 @@ def loop_of(index: Any, pos: int, n: int) -> int:
         return pos % n
 
 
-def split(indices: Sequence[Any], n: int, getitems: bool) -> list[Sequence[int]]:
-    """The positions each of ``n`` loops runs of a batch of ``indices`` (ascending; empty
-    for a loop with none); ``getitems``: one ``__getitems__`` coroutine, position 0 only."""
+def split(indices: Sequence[Any], n: int, getitems: bool, k: int = 0) -> list[Sequence[int]]:
+    """The positions each of ``n`` loops runs of batch ``k`` (its number, >= 0), of
+    ``indices`` (ascending; empty for a loop with none); ``getitems``: one ``__getitems__``
+    coroutine, position 0 only, on loop ``k % n``."""
     if getitems:
         parts: list[Sequence[int]] = [() for _ in range(n)]
-        parts[loop_of(indices[0], 0, n)] = range(1)
+        parts[k % n] = range(1)
         return parts
     if n == 1:
         return [range(len(indices))]

@@ -7,7 +7,8 @@ a batch's rows copied to their places, in memory for a file up to 64 MiB, else i
 mapping; the claimed flags under a lock), so row ``i`` of the file is item ``i`` and the
 finished file is a plain `.ndf` file (an ``NdfDataset`` reads it).
 The file appears under ``path`` only when every row is written (temporary name, a partial
-magic, fsync, atomic rename; ``RowSlots``' docstring).  Item forms and shapes:
+magic, fsync, atomic rename; ``RowSlots``' docstring), unless another dataset's cache was
+completed there meanwhile (``_ndf/cache_path``).  Item forms and shapes:
 ``_ndf/cache_items.ItemSchema``; the key: ``_ndf/fingerprint.fingerprint``.
 """
 
@@ -26,6 +27,7 @@ from dataloader._datasets.base import Dataset, IterableDataset
 from dataloader._datasets.rows import BatchRows
 from dataloader._indices import as_index_array
 from dataloader._ndf.cache_items import CACHE_FORMAT, CACHE_KEY, ItemSchema
+from dataloader._ndf.cache_path import PathGuard
 from dataloader._ndf.fingerprint import fingerprint as dataset_fingerprint
 from dataloader._ndf.format import Layout
 from dataloader._ndf.read import ACCESS_MODES, NdfDataset, NdfFile
@@ -64,7 +66,8 @@ class CachedDataset(Dataset[Any]):
     Args:
         dataset: a map-style dataset (``__len__`` and ``__getitem__``; ``__getitems__`` is
             used when it has one) whose items are deterministic; ``len`` >= 1.
-        path: the cache file; its directory must exist.  Replaced when stale.
+        path: the cache file; its directory must exist.  Replaced when stale (a file found
+            when the build started); one path per dataset (see Raises).
         transform: ``transform(item) -> item`` applied after the cache, on every item of
             every epoch (random augmentation), or None.
         fingerprint: None (default): the key is computed from the dataset (its class, code,
@@ -93,6 +96,9 @@ class CachedDataset(Dataset[Any]):
         FileNotFoundError: ``path``'s directory does not exist.
         OSError: on use, the temporary file cannot be created or allocated whole (e.g. a
             full disk: ``posix_fallocate``).
+        FileExistsError: on use (the item that completes the cache), another dataset's
+            cache (another key) was completed at ``path`` while this one was being built:
+            this one is not kept, ``path`` is left as it is (``_ndf/cache_path``).
         IsADirectoryError: ``path`` is a directory.
     """
 
@@ -270,7 +276,12 @@ class CachedDataset(Dataset[Any]):
         x, y = schema.columns(items, idx)
         slots = self._slots
         if slots is not None and self._write(slots, idx, schema.rows(x, y)):
-            self._open()  # this write completed the file
+            reason = self._open()  # this write completed the file
+            if reason is not None:  # ``path`` replaced since the rename by a writer with no guard
+                with self._lock:  # (``_ndf/cache_path``): build anew rather than never again
+                    if self._slots is slots:
+                        self._slots = self._schema = None
+                self.stale_reason = reason
         return schema.batch(x, y)
 
     def _write(self, slots: RowSlots, idx: np.ndarray, rows: np.ndarray) -> bool:
@@ -295,7 +306,7 @@ class CachedDataset(Dataset[Any]):
             record = {"format": CACHE_FORMAT, "key": self.key, **schema.record()}
             layout = Layout(2, self._n, schema.d, schema.l, schema.x_dtype, schema.y_dtype,
                             extra={CACHE_KEY: record})
-            self._slots = RowSlots(self.path, layout)
+            self._slots = RowSlots(self.path, layout, PathGuard(self.path, self.key, self._n))
             self._schema = schema
         return schema
 

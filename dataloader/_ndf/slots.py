@@ -19,7 +19,9 @@ byte per row (the claimed flags).
 Completeness is marked twice.  While rows are missing, the header's magic is
 ``PARTIAL_MAGIC`` (``b"NDF~"``): no ``.ndf`` reader opens the file.  When the last row is
 written, the real version-2 header is written over it, the file is fsync'ed and renamed onto
-``path`` (``os.replace``, atomic on POSIX), then the directory is fsync'ed.  So ``path`` is
+``path`` (``os.replace``, atomic on POSIX; with a ``check``, it first, both under an
+exclusive ``flock`` of the directory: ``CachedDataset``'s guard, ``_ndf/cache_path``), then
+the directory is fsync'ed.  So ``path`` is
 either absent, its previous version, or a complete file; a killed process leaves only its
 temporary file (removed by ``abort()``, or when the writer is dropped or the interpreter exits).
 Before that, a mapped file the reader will map (at most ``MMAP_AUTO_MAX_BYTES``) is copied in
@@ -35,6 +37,7 @@ import os
 import secrets
 import threading
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -102,6 +105,28 @@ class _Mapped:
                 pass
 
 
+def _replace(tmp_path: str, path: str, check: Callable[[], None] | None) -> None:
+    """``os.replace(tmp_path, path)``, ``check()`` first, both under an exclusive ``flock``
+    of the directory when there is a check (and ``fcntl``: POSIX)."""
+    if check is None:
+        os.replace(tmp_path, path)
+        return
+    try:
+        import fcntl
+
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_CLOEXEC)
+    except (ImportError, OSError):  # no flock (Windows), or no directory: the rename's error
+        check()
+        os.replace(tmp_path, path)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close (this open file description's)
+        check()
+        os.replace(tmp_path, path)
+    finally:
+        os.close(fd)
+
+
 def _discard(file: _Mapped) -> None:
     """Unmap, close and delete an unfinished temporary file (errors ignored)."""
     file.rows = None
@@ -124,6 +149,10 @@ class RowSlots:
             (atomically) only when every row is written.
         layout: the file's header (version 2; ``n`` rows, ``d``/``l``, dtypes, ``extra``
             metadata); ``data_offset`` is computed here.
+        check: called just before the rename onto ``path``, under an exclusive ``flock`` of
+            ``path``'s directory (checks and renames of one directory never interleave,
+            across threads and processes); an ``OSError`` it raises fails the finish (the
+            file removed, ``path`` untouched).  None: no check.
 
     Thread-safety: ``write`` from any number of threads at once (each row claimed once
     under a lock, copied into the mapping outside it); ``abort`` from any
@@ -133,11 +162,12 @@ class RowSlots:
         OSError: the temporary file cannot be created or sized (e.g. no space).
     """
 
-    def __init__(self, path: str | os.PathLike[str], layout: Layout) -> None:
+    def __init__(self, path: str | os.PathLike[str], layout: Layout, check: Callable[[], None] | None = None) -> None:
         header = pack_header(dataclasses.replace(layout, version=2))
         self.layout = dataclasses.replace(layout, version=2, data_offset=len(header))
         self.path = os.fspath(path)
         self._header = header
+        self._check = check
         self._row_bytes = self.layout.row_bytes
         self._claimed = np.zeros(layout.n, dtype=np.uint8)  # 1: a write claimed the row
         self._written = 0
@@ -262,7 +292,7 @@ class RowSlots:
         self._finalizer.detach()
         try:
             os.close(file.fd)
-            os.replace(file.path, self.path)
+            _replace(file.path, self.path, self._check)
         except BaseException:
             try:
                 os.unlink(file.path)

@@ -16,7 +16,10 @@ bytes large is therefore fetched as ``ceil(size / range_chunk_bytes)`` parts at 
    GET as before.
 2. Each part is a request of its own, tried again by ``Retry`` as a whole item is (its
    ``attempt_timeout_s`` bounds each attempt of each part); ``timeout_s`` bounds the item,
-   all parts together.  At most ``RANGES_IN_FLIGHT`` requests of one item run at once.
+   all parts together.  At most ``RANGES_IN_FLIGHT`` requests of one item run at once, and
+   as many asyncio tasks: the first part's response and ``RANGES_IN_FLIGHT - 1`` runners,
+   each taking the next part not started (in order) when its last one is in, so a tiny
+   ``range_chunk_bytes`` (65,536 parts of 1 KiB for 64 MiB) costs 8 tasks, not one per part.
 3. A part answered ``206`` must say ``Content-Range: bytes a-b/size`` exactly as asked (and
    the first response's ``ETag``, when both have one); anything else fails the item with
    ``OSError`` (the object changed, or the server is broken), final.  A part answered
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,8 +55,8 @@ __all__ = [
 
 # boto3's (and the AWS CLI's) multipart_chunksize, 8 MiB; S3's guidance is 8-16 MiB parts.
 DEFAULT_RANGE_CHUNK_BYTES = 8 << 20
-# Requests of one item at once: 8 x ~85 MB/s (S3's per-connection rate) is ~5.7 Gb/s for one
-# object, and item_concurrency items of 8 stay within a few hundred connections.
+# Requests (and asyncio tasks) of one item at once: 8 x ~85 MB/s (S3's per-connection rate) is
+# ~5.7 Gb/s for one object, and item_concurrency items of 8 stay within a few hundred connections.
 RANGES_IN_FLIGHT = 8
 
 T = TypeVar("T")
@@ -133,6 +136,24 @@ async def _read_part(resp: Any, skip: int, want: int) -> list[bytes]:
     return chunks
 
 
+def _runners(group: asyncio.TaskGroup, parts: Sequence[tuple[int, int]],
+             fetch: Callable[[int, int], Awaitable[list[Any]]]) -> list[list[Any]]:
+    """``parts`` fetched by ``RANGES_IN_FLIGHT - 1`` tasks of ``group`` at most (the first part
+    is read beside them), each taking the next part not started, in order.  Returns the list
+    each part's chunks land in at its position, complete once ``group`` has ended without
+    an error."""
+    got: list[list[Any]] = [[] for _ in parts]
+    todo: Iterator[tuple[int, tuple[int, int]]] = iter(enumerate(parts))
+
+    async def runner() -> None:
+        for i, (a, b) in todo:  # one iterator shared by the runners, all on this loop's thread
+            got[i] = await fetch(a, b)
+
+    for _ in range(min(RANGES_IN_FLIGHT - 1, len(parts))):
+        group.create_task(runner())
+    return got
+
+
 async def _in_group(body: Callable[[asyncio.TaskGroup], Coroutine[Any, Any, T]]) -> T:
     """``body(group)`` run as a task of a new ``TaskGroup`` that it may add parts to; the first
     task to fail cancels the others and its exception is raised as it is (not in a group)."""
@@ -175,14 +196,14 @@ class HttpRangedGet:
         self.retry, self.transient, self.name, self.max_bytes = retry, transient, name, max_bytes
         self.size: int | None = None  # set once the first response said to split
         self.etag: str | None = None
-        self.tasks: list[asyncio.Task[list[bytes]]] = []
+        self.rest: list[list[bytes]] = []  # the chunks of the parts after the first, in order
 
     async def fetch(self) -> bytes:
         """The object's bytes, in parts when the first response allows (see the module)."""
         first = await _in_group(self._first)
         if self.size is None:
             return first
-        return b"".join([chunk for part in [first, *(t.result() for t in self.tasks)] for chunk in part])
+        return b"".join([chunk for part in [first, *self.rest] for chunk in part])
 
     async def _first(self, group: asyncio.TaskGroup) -> Any:
         async def attempt() -> Any:
@@ -204,19 +225,18 @@ class HttpRangedGet:
         if self.max_bytes is not None and size > self.max_bytes:
             raise over_max_bytes(self.name(), size, self.max_bytes)
         self.size, self.etag = size, resp.headers.get("ETag")
-        gate = asyncio.Semaphore(RANGES_IN_FLIGHT - 1)  # the first part is read beside them
-        self.tasks = [group.create_task(self._part(gate, a, b)) for a, b in self.settings.parts(size)[1:]]
-        a, b = self.settings.parts(size)[0]
+        parts = self.settings.parts(size)
+        self.rest = _runners(group, parts[1:], self._part)
+        a, b = parts[0]
         chunks = await _read_part(resp, 0, b - a)
         resp.close()  # the rest of the body is the other parts': drop the connection
         return self._whole(chunks, a, b)
 
-    async def _part(self, gate: asyncio.Semaphore, a: int, b: int) -> list[bytes]:
-        async with gate:
-            return await self.retry.run_async(
-                lambda: self.get(self._headers(a, b), lambda resp: self._read_range(resp, a, b)),
-                self.transient, lambda: f"{self.name()} (bytes {a}-{b - 1})",
-            )
+    async def _part(self, a: int, b: int) -> list[bytes]:
+        return await self.retry.run_async(
+            lambda: self.get(self._headers(a, b), lambda resp: self._read_range(resp, a, b)),
+            self.transient, lambda: f"{self.name()} (bytes {a}-{b - 1})",
+        )
 
     def _headers(self, a: int, b: int) -> dict[str, str]:
         headers = {"Range": f"bytes={a}-{b - 1}", "Accept-Encoding": "identity"}
@@ -267,18 +287,19 @@ async def store_ranged_get(store: Any, key: str, first: Any, settings: RangeSett
     size = first.meta["size"]
     etag = _strong(first.meta.get("e_tag"))
     parts = settings.parts(size)
-    gate = asyncio.Semaphore(RANGES_IN_FLIGHT - 1)
 
     async def part(a: int, b: int) -> list[Any]:
         options: Any = {"range": (a, b)}  # obstore.GetOptions (a TypedDict only its stubs have)
         if etag:
             options["if_match"] = etag
-        async with gate:
-            data = await (await obstore.get_async(store, key, options=options)).bytes_async()
+        data = await (await obstore.get_async(store, key, options=options)).bytes_async()
         return _exact([data], a, b, key)
 
+    rest: list[list[Any]] = []
+
     async def body(group: asyncio.TaskGroup) -> list[Any]:
-        tasks = [group.create_task(part(a, b)) for a, b in parts[1:]]
+        nonlocal rest
+        rest = _runners(group, parts[1:], part)
         a, b = parts[0]
         chunks: list[Any] = []
         got = 0
@@ -287,9 +308,10 @@ async def store_ranged_get(store: Any, key: str, first: Any, settings: RangeSett
             got += len(chunks[-1])
             if got >= b - a:
                 break
-        return [_exact(chunks, a, b, key), *(await asyncio.gather(*tasks))]
+        return _exact(chunks, a, b, key)
 
-    return b"".join([chunk for part_chunks in await _in_group(body) for chunk in part_chunks])
+    first_chunks = await _in_group(body)  # the group ended: every part of ``rest`` is in
+    return b"".join([chunk for part_chunks in [first_chunks, *rest] for chunk in part_chunks])
 
 
 def _exact(chunks: list[Any], a: int, b: int, key: str) -> list[Any]:
