@@ -23,6 +23,7 @@ Defaults and where they came from:
 from __future__ import annotations
 
 import math
+import numbers
 import random
 import threading
 import time
@@ -30,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
+
+import numpy as np
 
 __all__ = ["AttemptTimeout", "Retry", "seconds_delta"]
 
@@ -60,6 +63,25 @@ def _as_float(name: str, value: int | float) -> float:
             f"{name} is an int of about {digits} digits, past a float's range (about 1.8e308): "
             "it must be a number a float holds"
         ) from None
+
+
+def _is_bool(value: Any) -> bool:
+    """True for ``bool`` and NumPy's ``bool_`` (neither counts as a number here)."""
+    return isinstance(value, (bool, np.bool_))
+
+
+def _check_wait(name: str, value: Any) -> float:
+    """``value`` as seconds to wait: a finite number >= 0.
+
+    Raises:
+        TypeError: not a number (a bool is none).  ValueError: negative or not finite.
+    """
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of seconds, got {value!r} ({type(value).__name__})")
+    seconds = _as_float(name, value)
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ValueError(f"{name}={seconds!r} must be finite and >= 0")
+    return seconds
 
 
 class AttemptTimeout(TimeoutError):
@@ -104,15 +126,17 @@ class Retry:
     attempt_timeout_s: float | None = 30.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-            raise TypeError(f"max_attempts must be an int, got {type(self.max_attempts).__name__}")
+        if _is_bool(self.max_attempts) or not isinstance(self.max_attempts, numbers.Integral):
+            raise TypeError(f"max_attempts must be an int, got {self.max_attempts!r} ({type(self.max_attempts).__name__})")
+        object.__setattr__(self, "max_attempts", int(self.max_attempts))  # a NumPy int is kept as an int
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts={self.max_attempts} must be >= 1")
-        if not isinstance(self.jitter, bool):  # "no" or 0 would pass as truthy or falsy silently
+        if not _is_bool(self.jitter):  # "no" or 0 would pass as truthy or falsy silently
             raise TypeError(f"jitter must be a bool, got {self.jitter!r} ({type(self.jitter).__name__})")
+        object.__setattr__(self, "jitter", bool(self.jitter))  # numpy.True_ is kept as True
         for name in ("initial_backoff_s", "max_backoff_s", "multiplier"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if _is_bool(value) or not isinstance(value, numbers.Real):
                 raise TypeError(f"{name} must be a number, got {value!r}")
             if not math.isfinite(_as_float(name, value)):  # nan and inf alike
                 raise ValueError(f"{name}={value!r} must be finite")
@@ -124,7 +148,7 @@ class Retry:
             raise ValueError(f"multiplier={self.multiplier} must be >= 1")
         t = self.attempt_timeout_s
         if t is not None:  # a huge int is refused before the message prints its digits
-            if isinstance(t, bool) or not isinstance(t, (int, float)):
+            if _is_bool(t) or not isinstance(t, numbers.Real):
                 raise TypeError(f"attempt_timeout_s must be a number or None, got {t!r}")
             if not math.isfinite(_as_float("attempt_timeout_s", t)):  # a socket refuses inf: None is "no limit"
                 raise ValueError(f"attempt_timeout_s={t!r} must be finite (None: no limit)")
@@ -158,9 +182,16 @@ class Retry:
         ``Retry-After`` on a 429 or 503): at least that wait, but never more than
         ``max_backoff_s``.  The wait asked is ``retry_after_s`` when given, else
         ``exc.retry_after_s`` where ``exc`` has one (``HttpDataset``'s errors carry it), else none.
+
+        Raises:
+            TypeError: ``retry_after_s`` is not a number (a bool is none).  ValueError: it is
+                negative or not finite.
         """
         wait = self.backoff_s(failures)
-        asked = retry_after_s if retry_after_s is not None else getattr(exc, "retry_after_s", None)
+        if retry_after_s is not None:
+            asked: float | None = _check_wait("retry_after_s", retry_after_s)
+        else:
+            asked = getattr(exc, "retry_after_s", None)
         if asked is not None:
             wait = max(wait, min(float(asked), self.max_backoff_s))
         return wait

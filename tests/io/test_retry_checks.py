@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dataloader.io import Retry
@@ -28,3 +29,23 @@ def test_retry_refuses_a_float_field_that_is_not_finite_with_value_error(name, v
 def test_retry_refuses_a_float_field_of_the_wrong_type_with_type_error(name):
     with pytest.raises(TypeError, match=rf"{name} must be a number.*'1'"):
         Retry(**{name: "1"})
+
+
+def test_retry_takes_numpy_scalars_as_the_python_numbers_they_are():
+    r = Retry(max_attempts=np.int64(4), jitter=np.True_, initial_backoff_s=np.float32(0.5), max_backoff_s=np.float64(2))
+    assert (r.max_attempts, r.jitter) == (4, True)
+    assert type(r.max_attempts) is int and type(r.jitter) is bool
+    for flag in (True, np.True_):
+        with pytest.raises(TypeError, match="max_attempts must be an int"):
+            Retry(max_attempts=flag)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(float("nan"), ValueError), (-5, ValueError), (float("inf"), ValueError), (10**400, ValueError),
+     ("3", TypeError), (True, TypeError)],
+    ids=["nan", "negative", "inf", "huge-int", "str", "bool"],
+)
+def test_wait_s_refuses_a_retry_after_that_is_not_finite_seconds_naming_it(value, error):
+    with pytest.raises(error, match="retry_after_s"):
+        Retry(jitter=False).wait_s(1, retry_after_s=value)
