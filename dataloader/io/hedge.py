@@ -109,10 +109,14 @@ class Hedge:
             fixed: float | None = None
         elif isinstance(delay, bool) or not isinstance(delay, (int, float)):
             raise TypeError(f"hedge_delay must be 'auto', a number of seconds or None, got {type(delay).__name__}")
-        elif not 0 < delay < float("inf"):
-            raise ValueError(f"hedge_delay={delay!r} must be > 0 and finite (0, False or None: off)")
         else:
-            fixed = float(delay)
+            try:
+                fixed = float(delay)
+            except OverflowError:  # an int past a float's range: not its 400 digits in the message
+                raise ValueError("hedge_delay is an int past a float's range: it must be seconds > 0 "
+                                 "and finite (0, False or None: off)") from None
+            if not 0 < fixed < float("inf"):
+                raise ValueError(f"hedge_delay={delay!r} must be > 0 and finite (0, False or None: off)")
         self.budget = self.check_budget(budget)
         self.fixed_delay_s = fixed
         self._fresh()

@@ -144,6 +144,10 @@ def test_off_and_bad_arguments():
         check_hedge(-1, 0.05)
     with pytest.raises(ValueError, match="hedge_delay=inf"):
         check_hedge(float("inf"), 0.05)
+    with pytest.raises(ValueError, match="hedge_delay=nan"):
+        check_hedge(float("nan"), 0.05)
+    with pytest.raises(ValueError, match="hedge_delay is an int past a float's range"):  # not a bare OverflowError
+        check_hedge(10**400, 0.05)
     with pytest.raises(TypeError, match="hedge_delay must be"):
         check_hedge([1], 0.05)
     with pytest.raises(ValueError, match="hedge_budget=1.5"):
