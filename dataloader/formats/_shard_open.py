@@ -28,6 +28,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from dataloader.io._optional import optional_import
 from dataloader.io._redact import redact
 from dataloader.io.retry import Retry
 
@@ -130,15 +131,11 @@ class ShardSource:
         with self._lock:
             store = self._stores.get(url)
             if store is None:
-                import obstore.store  # lazy: an optional dependency (the 'remote' extra)
-
-                from_url: Any = obstore.store.from_url
+                from_url: Any = optional_import("obstore.store", "TarShardDataset").from_url  # lazy: the 'remote' extra
                 store = self._stores[url] = from_url(url, retry_config=self.retry.store_config())
             return store
 
     @staticmethod
     def _from_store(store: Any, key: str) -> Any:
-        import obstore  # lazy: an optional dependency (the 'remote' extra)
-
-        result = obstore.get(store, key)
+        result = optional_import("obstore", "TarShardDataset").get(store, key)  # lazy: the 'remote' extra
         return io.BufferedReader(StoreStream(result.stream(min_chunk_size=SHARD_CHUNK_BYTES)), SHARD_CHUNK_BYTES)

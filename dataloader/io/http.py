@@ -53,6 +53,7 @@ from dataloader.io._clients import RemoteDataset
 from dataloader.io._http_errors import (
     TRANSIENT_STATUSES, Transport, client_error, protocol_error, redirect_refused, status_error, transient,
 )
+from dataloader.io._optional import optional_import
 from dataloader.io._redact import redact, redact_text, redact_url
 from dataloader.io.hedge import check_hedge
 from dataloader.io.ranges import DEFAULT_RANGE_CHUNK_BYTES, HttpRangedGet, RangeSettings
@@ -218,7 +219,7 @@ class HttpDataset(RemoteDataset[Any]):
 
     def _new_client(self) -> Any:
         """This loop's ``aiohttp.ClientSession`` (see ``dataloader.io._clients``)."""
-        import aiohttp  # lazy: an optional dependency, on first use
+        aiohttp = optional_import("aiohttp", "HttpDataset")  # lazy: on first use
 
         connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
         return aiohttp.ClientSession(  # no cookie jar: an item is its URL's, whatever came before
@@ -266,7 +267,7 @@ class HttpDataset(RemoteDataset[Any]):
 
         Every aiohttp exception is mapped here (none leaves as it is): see the module.
         """
-        import aiohttp  # lazy: an optional dependency, on first use
+        import aiohttp  # lazy: optional; its session was made by _new_client, which imported it
 
         at = url
         failed: Exception

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from dataloader.io._checks import check_max_bytes, check_retry, over_max_bytes
 from dataloader.io._clients import ProcessRuntime, RemoteDataset
+from dataloader.io._optional import optional_import
 from dataloader.io._redact import redact, redact_text
 from dataloader.io.hedge import check_hedge
 from dataloader.io.locations import Locations
@@ -143,13 +144,13 @@ class ObjectStoreDataset(RemoteDataset[Any]):
         self.url = url
         super().__init__(locs, target="key", check=self._check_key)
         if store is None:
-            import obstore.store  # lazy: an optional dependency, on first use
+            obstore_store = optional_import("obstore.store", "ObjectStoreDataset")  # lazy: on first use
 
             assert self.retry is not None and url is not None
             options = dict(store_options)
             client: dict[str, Any] = {"timeout": seconds_delta(self.retry.attempt_timeout_s or 300.0)}
             client.update(options.pop("client_options", None) or {})
-            from_url: Any = obstore.store.from_url  # its overloads want literal config keys
+            from_url: Any = obstore_store.from_url  # its overloads want literal config keys
             store = from_url(url, retry_config=self.retry.store_config(), client_options=client, **options)
         self.store = store
 

@@ -48,7 +48,7 @@ def seconds_delta(seconds: float) -> timedelta:
     return timedelta(seconds=min(float(seconds), _MAX_DELTA_S))
 
 
-def _as_float(name: str, value: int | float) -> float:
+def _as_float(name: str, value: Any) -> float:
     """``float(value)``; an int past a float's range (about 1.8e308) is a ``ValueError``.
 
     Raises:
