@@ -147,7 +147,7 @@ class DataLoader(LoaderPosition, Generic[T_co]):
         process_group: the ``torch.distributed`` group the ranks agree in (``even_batches``
             only); None: the default group.  A loader with a group does not pickle.
         event_loops: event loops (each on a thread of its own) that run an ``AsyncDataset``'s
-            item coroutines: an int >= 1, or ``"auto"``.  1 (default): one loop, as before.
+            item coroutines: an int from 1 to 256, or ``"auto"``.  1 (default): one loop, as before.
             ``n > 1``: item ``i`` (its ``__getitem__`` call and its coroutine) runs on loop
             ``i % n`` (its position in the batch for an index that is not an int; an
             ``async def __getitems__``, one call a batch: batch ``k`` on loop ``k % n``), which

@@ -1,7 +1,8 @@
 """``AsyncDataset``: a map-style dataset whose items are coroutines.
 
 The loader runs an ``AsyncDataset``'s ``__getitem__`` (and ``__getitems__``) on
-one asyncio event loop thread of its own (``dataloader-asyncio``), keeps at most
+asyncio event loop threads of its own (``dataloader-asyncio``; one, or
+``event_loops`` of them), keeps at most
 ``max(num_workers, 1) * item_concurrency`` item coroutines in flight, and runs
 ``transform`` and ``collate_fn`` on its worker threads (see
 ``dataloader._engine.async_build``).  ``check_dataset_kind``
@@ -26,15 +27,19 @@ class AsyncDataset(Generic[T_co]):
     Subclasses define ``async def __getitem__(self, index)``, ``__len__`` and
     optionally ``async def __getitems__(self, indices)`` (used when
     ``item_concurrency=1``: one coroutine per batch, returning one item per index)
-    and ``async def aclose(self)``, which the loader awaits on its event loop when
-    it is closed (at most 5 s).
+    and ``async def aclose(self)``, which the loader awaits on each of its event
+    loops when it is closed (at most 5 s).
 
-    The coroutines run on the loader's event loop thread, never on a worker:
+    The coroutines run on the loader's event loop threads, never on a worker:
     ``get_worker_info()`` is None there and ``item_rng()`` needs an explicit
     index.  Do CPU work in the loader's ``transform``, which runs on the workers
     as each item arrives.  Coroutines of many items run interleaved on one
     thread; a coroutine that blocks (a synchronous read, ``time.sleep``) stalls
-    them all.
+    them all.  With ``DataLoader(event_loops=n)``, ``n > 1``, item ``i`` runs on loop
+    ``i % n`` (an ``__getitems__`` batch ``k`` on loop ``k % n``) and ``aclose()`` is
+    awaited ``n`` times, once on each loop: on a free-threaded build those loops run
+    in parallel, so what these methods change on ``self`` needs a lock, and objects
+    bound to a loop (futures, client sessions) must be made per loop.
 
     An item's exception fails its batch (``next()`` raises it for that batch), also
     ``KeyboardInterrupt`` and ``SystemExit``; a coroutine that ends cancelled although

@@ -65,7 +65,7 @@ def resolve_event_loops(event_loops: object, is_async: bool, in_flight: int) -> 
     """
     if isinstance(event_loops, str):
         if event_loops != "auto":
-            raise ValueError(f"event_loops must be 'auto' or an int >= 1, got {event_loops!r}")
+            raise ValueError(f"event_loops must be 'auto' or an int from 1 to {MAX_EVENT_LOOPS}, got {event_loops!r}")
         return auto_event_loops(in_flight) if is_async else 1
     n = check_int(event_loops, "event_loops", minimum=1, maximum=MAX_EVENT_LOOPS)
     if n > 1 and not is_async:

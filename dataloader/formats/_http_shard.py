@@ -203,10 +203,14 @@ class HttpShardStream(io.RawIOBase):
         except _Final as exc:
             raise ValueError(f"HTTP body cut at byte {self.position}{self._of()} ({why}); not resumed: {exc}") from cut
         except Exception as exc:  # the budget is spent: _failed re-raised the last failure
+            if self._retry.max_attempts == 1:
+                rule = "Retry.max_attempts=1: no retry, no resume"
+            else:
+                rule = (f"{self._failures} counted against Retry.max_attempts={self._retry.max_attempts}: a response "
+                        f"that reads {PROGRESS_BYTES} bytes starts the count again")
             raise ValueError(
                 f"HTTP body cut at byte {self.position}{self._of()}, not resumed after {self.requests} request(s) "
-                f"({self._failures} counted against Retry.max_attempts={self._retry.max_attempts}: a response "
-                f"that reads {PROGRESS_BYTES} bytes starts the count again); the last: {why}"
+                f"({rule}); the last: {why}"
             ) from exc
 
     def _continue(self) -> Any:

@@ -66,11 +66,14 @@ class TarShardDataset(IterableDataset):
         retry: a ``dataloader.io.Retry``, as ``HttpDataset`` takes; None: ``Retry()``'s
             defaults (3 attempts, 0.1 s backoff doubling up to 15 s, 30 s per connect and per blocking read);
             ``Retry(max_attempts=1)``: no retry and no resume (a cut is the shard's error).
-            For HTTP shards: a failed connect or a 408/429/5xx status is tried again after the
-            backoff, and a connection cut mid-shard resumes with a ``Range`` request from the
-            byte reached, guarded by the first response's ETag (an object that changed, or no
-            strong ETag, is the shard's ``ValueError``: two versions are never spliced); every
-            request of a shard counts against ``max_attempts``
+            For HTTP shards: a failed connect or a 408, 429, 500, 502, 503 or 504 status is
+            tried again after the backoff (another status fails the shard at once), and a
+            connection cut mid-shard resumes with a ``Range`` request from the byte reached,
+            guarded by the first response's ETag (an object that changed, or no strong ETag,
+            is the shard's ``ValueError``: two versions are never spliced); the failed requests
+            of a shard count against ``max_attempts``, except that a response that read 1 MiB
+            before its cut starts the count again (a long shard cut now and then is read
+            whole; cuts sooner than that fail it after ``max_attempts`` requests in a row)
             (``dataloader.formats._http_shard``).  Object-store shards: obstore retries and
             resumes cut streams itself; stores made here from URLs get ``retry.store_config()``.
 

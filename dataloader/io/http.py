@@ -165,6 +165,10 @@ class HttpDataset(RemoteDataset[Any]):
             0.05: at most 5% extra requests); 0: never hedge.  Counted in ``loader.stats``
             (``hedges_sent``, ``hedges_won``) and ``request_counts()``.
 
+    Attribute ``hedge``: the dataset's ``dataloader.io.hedge.Hedge``, None with hedging off;
+    ``ds.hedge.delay_s()`` is the delay in force (seconds; None while ``"auto"`` has fewer
+    than 50 latencies), what to size ``prefetch_depth`` by (docs/usage.md, "Hedged requests").
+
     Items are ``bytes``.  Redirects are followed within the URL's scheme, host and
     port (at most 10); one to another origin fails with ``PermissionError``.
     Cookies are neither kept nor sent (unless given in ``headers``): an item's bytes

@@ -69,6 +69,7 @@ def test_a_shard_cut_more_often_than_retry_allows_is_named_without_secrets(serve
     assert 0 < len(list(ds)) < 300
     [(shard, message)] = ds.skipped_shards
     assert "token=***" in shard and "hunter2" not in message and "cut at byte 100000" in message
+    assert "Retry.max_attempts=1: no retry, no resume" in message and "starts the count again" not in message
 
 
 @pytest.mark.timeout(60)
