@@ -40,6 +40,22 @@ def mixed_shares(shares: np.ndarray, dropped: list[bool]) -> np.ndarray | None:
     return shares_of(kept, len(shares))
 
 
+def _check_dropped(dropped: Any, done: Any, n: int) -> None:
+    """``dropped`` is a list of ``n`` bools, each ``True`` only where ``done`` is (a source is
+    dropped when its pass ends empty): anything else would resume into an endless or empty epoch.
+
+    Raises:
+        ValueError: what is wrong, named.
+    """
+    if not isinstance(dropped, (list, tuple)) or len(dropped) != n:
+        raise ValueError(f"state's 'dropped' must be a list of {n} bools (one per source), got {dropped!r}")
+    if not all(isinstance(d, (bool, np.bool_)) for d in dropped):
+        raise ValueError(f"state's 'dropped' must hold bools (true/false), got {dropped!r}")
+    if isinstance(done, (list, tuple)) and len(done) == n and any(d and not e for d, e in zip(dropped, done)):
+        raise ValueError(f"state's 'dropped' ({dropped!r}) marks a source that is not 'done' ({done!r}): "
+                         "a source is dropped only when its pass has ended")
+
+
 def checked_state(state: Any, n: int) -> dict[str, Any]:
     """``state`` as a dict, once it has a ``MixStream`` state's keys, one entry per source in
     each list and shares summing to ``2**32``; ``dropped`` filled in (all ``False``) when absent.
@@ -56,6 +72,7 @@ def checked_state(state: Any, n: int) -> dict[str, Any]:
         raise ValueError(f"not a MixStream state: the keys {missing} are missing (it has {sorted(state)})")
     out = dict(state)
     out.setdefault("dropped", [False] * n)
+    _check_dropped(out["dropped"], out["done"], n)
     for key in (*STATE_KEYS[3:], "dropped"):
         if len(out[key]) != n:
             raise ValueError(f"state has {len(out[key])} sources in {key!r}, this mix has {n}")
