@@ -62,6 +62,19 @@ def _as_float(name: str, value: int | float) -> float:
         ) from None
 
 
+def _check_asked(value: object) -> None:
+    """A server's asked wait (``retry_after_s``) is a number of seconds >= 0 (``inf`` capped later).
+
+    Raises:
+        TypeError: not a number (a bool or a string is none), naming the value.
+        ValueError: nan or below 0, naming the value.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"retry_after_s must be a number of seconds or None, got {value!r} ({type(value).__name__})")
+    if not _as_float("retry_after_s", value) >= 0:  # nan fails too
+        raise ValueError(f"retry_after_s={value!r} must be >= 0 (seconds)")
+
+
 class AttemptTimeout(TimeoutError):
     """One attempt ran past ``Retry.attempt_timeout_s`` (transient)."""
 
@@ -158,8 +171,14 @@ class Retry:
         ``Retry-After`` on a 429 or 503): at least that wait, but never more than
         ``max_backoff_s``.  The wait asked is ``retry_after_s`` when given, else
         ``exc.retry_after_s`` where ``exc`` has one (``HttpDataset``'s errors carry it), else none.
+
+        Raises:
+            TypeError: ``retry_after_s`` not a number (a bool or a string is none).
+            ValueError: ``retry_after_s`` nan or below 0 (``inf`` is taken: capped).
         """
         wait = self.backoff_s(failures)
+        if retry_after_s is not None:
+            _check_asked(retry_after_s)
         asked = retry_after_s if retry_after_s is not None else getattr(exc, "retry_after_s", None)
         if asked is not None:
             wait = max(wait, min(float(asked), self.max_backoff_s))
