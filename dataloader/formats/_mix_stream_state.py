@@ -78,4 +78,33 @@ def checked_state(state: Any, n: int) -> dict[str, Any]:
             raise ValueError(f"state has {len(out[key])} sources in {key!r}, this mix has {n}")
     if sum(int(x) for x in state["shares"]) != 1 << 32 or min(int(x) for x in state["shares"]) < 0:
         raise ValueError(f"state's shares must be >= 0 and sum to 2**32, got {state['shares']!r}")
+    _check_counters(out)
     return out
+
+
+def _is_count(x: Any) -> bool:
+    """An int in ``[0, 2**63)`` (positions are int64 in the plan)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and bool(0 <= x < 1 << 63)
+
+
+def _check_counters(state: dict[str, Any]) -> None:
+    """The counters are ints >= 0 (``segment <= position``; ``epoch`` may be None: not yet
+    started) and ``done`` bools: a negative position or count, a segment past the position or a
+    string resumed into a wrong mix, or failed deep in NumPy.
+
+    Raises:
+        ValueError: what is wrong, named.
+    """
+    epoch, position, segment = state["epoch"], state["position"], state["segment"]
+    if epoch is not None and not _is_count(epoch):
+        raise ValueError(f"state's 'epoch' must be an int in [0, 2**63) or None, got {epoch!r}")
+    for key, value in (("position", position), ("segment", segment)):
+        if not _is_count(value):
+            raise ValueError(f"state's {key!r} must be an int in [0, 2**63), got {value!r}")
+    if segment > position:
+        raise ValueError(f"state's 'segment' ({segment}) must be <= its 'position' ({position})")
+    for key in ("drawn", "passes"):
+        if not all(_is_count(x) for x in state[key]):
+            raise ValueError(f"state's {key!r} must hold ints in [0, 2**63), got {state[key]!r}")
+    if not all(isinstance(x, (bool, np.bool_)) for x in state["done"]):
+        raise ValueError(f"state's 'done' must hold bools (true/false), got {state['done']!r}")
