@@ -82,9 +82,9 @@ def checked_state(state: Any, n: int) -> dict[str, Any]:
     return out
 
 
-def _is_count(x: Any) -> bool:
-    """An int in ``[0, 2**63)`` (positions are int64 in the plan)."""
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and bool(0 <= x < 1 << 63)
+def _is_count(x: Any, bits: int = 63) -> bool:
+    """An int in ``[0, 2**bits)`` (positions are int64 in the plan, an epoch uint64 in its key)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and bool(0 <= x < 1 << bits)
 
 
 def _check_counters(state: dict[str, Any]) -> None:
@@ -96,8 +96,8 @@ def _check_counters(state: dict[str, Any]) -> None:
         ValueError: what is wrong, named.
     """
     epoch, position, segment = state["epoch"], state["position"], state["segment"]
-    if epoch is not None and not _is_count(epoch):
-        raise ValueError(f"state's 'epoch' must be an int in [0, 2**63) or None, got {epoch!r}")
+    if epoch is not None and not _is_count(epoch, 64):
+        raise ValueError(f"state's 'epoch' must be an int in [0, 2**64) or None, got {epoch!r}")
     for key, value in (("position", position), ("segment", segment)):
         if not _is_count(value):
             raise ValueError(f"state's {key!r} must be an int in [0, 2**63), got {value!r}")

@@ -40,7 +40,8 @@ def saved_state() -> dict:
     ("position", 10**30, r"'position' must be an int in \[0, 2\*\*63\), got 10{30}"),
     ("segment", -3, r"'segment' must be an int"),
     ("segment", 10, r"'segment' \(10\) must be <= its 'position' \(6\)"),
-    ("epoch", -1, r"'epoch' must be an int in \[0, 2\*\*63\) or None, got -1"),
+    ("epoch", -1, r"'epoch' must be an int in \[0, 2\*\*64\) or None, got -1"),
+    ("epoch", 1 << 64, r"'epoch' must be an int in \[0, 2\*\*64\) or None, got 18446744073709551616"),
     ("epoch", "x", r"'epoch' must be an int .* or None, got 'x'"),
     ("drawn", [-1, 2], r"'drawn' must hold ints in \[0, 2\*\*63\), got \[-1, 2\]"),
     ("drawn", ["a", 1], r"'drawn' must hold ints"),
@@ -63,3 +64,14 @@ def test_a_state_not_yet_started_and_a_mid_epoch_one_still_load():
     m = mix()
     m.load_state_dict(state)
     assert len(list(m)) == len(list(mix())) - 6
+
+
+def test_a_state_of_an_epoch_past_2_63_still_loads():
+    m = mix()
+    m.set_epoch((1 << 64) - 1)
+    it = iter(m)
+    head = [next(it) for _ in range(4)]
+    state = json.loads(json.dumps(m.state_dict()))
+    again = mix()
+    again.load_state_dict(state)
+    assert head + list(again) == head + list(it)
