@@ -31,6 +31,7 @@ def test_a_huge_attempt_timeout_reads_the_shard(server, seconds):
     assert [s["__key__"] for s in ds] == ["000000", "000001", "000002"]
 
 
-def test_a_huge_timeout_with_no_attempt_limit_reads_the_shard(server):
-    ds = TarShardDataset(server.url("/s.tar"), timeout_s=1e12, retry=Retry(attempt_timeout_s=None))
+@pytest.mark.parametrize("seconds", [1e12, float("inf")])
+def test_a_huge_timeout_with_no_attempt_limit_reads_the_shard(server, seconds):
+    ds = TarShardDataset(server.url("/s.tar"), timeout_s=seconds, retry=Retry(attempt_timeout_s=None))
     assert len(list(ds)) == 3
