@@ -80,7 +80,8 @@ class HttpShardStream(io.RawIOBase):
         url: an ``http://`` or ``https://`` URL.
         retry: the attempts and backoff (``Retry(max_attempts=1)``: no retry, no resume).
         timeout_s: seconds a connect or a read may block (> 0), before ``retry``'s
-            ``attempt_timeout_s`` caps it.
+            ``attempt_timeout_s`` caps it (and ``threading.TIMEOUT_MAX``, ~292 years, the
+            most a socket takes).
 
     Raises (from the constructor, after the retries):
         urllib.error.HTTPError, urllib.error.URLError, OSError: the shard could not be opened.
@@ -91,7 +92,9 @@ class HttpShardStream(io.RawIOBase):
     def __init__(self, url: str, retry: Retry, timeout_s: float) -> None:
         self._url, self._retry = url, retry
         cap = retry.attempt_timeout_s
-        self._timeout_s = timeout_s if cap is None else min(timeout_s, float(cap))
+        limit = timeout_s if cap is None else min(timeout_s, float(cap))
+        # a socket refuses a time-out past ~292 years (OverflowError): that long is no limit
+        self._timeout_s = min(float(limit), threading.TIMEOUT_MAX)
         self.requests = 0  # requests made for this shard (the first, retries, resumes)
         self._failures = 0
         self.position = 0  # bytes of the body read so far

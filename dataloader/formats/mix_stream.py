@@ -252,10 +252,11 @@ class _Run:
                     close()
 
     def _choose(self) -> int:
-        if self.mix._shares is not self.shares:
-            if not np.array_equal(self.mix._shares, self.shares):
+        current = self.mix._shares  # read once: a set_weights from another thread lands before or after
+        if current is not self.shares:
+            if not np.array_equal(current, self.shares):
                 self.segment, self.plan = self.position, None
-            self.shares = self.mix._shares
+            self.shares = current
         if self.plan is None:
             shares = mixed_shares(self.shares, self.dropped)
             if shares is None:

@@ -70,17 +70,18 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
-def _check_wait(name: str, value: Any) -> float:
-    """``value`` as seconds to wait: a finite number >= 0.
+def _check_asked(value: object) -> float:
+    """A server's asked wait (``retry_after_s``) as seconds >= 0 (``inf`` is capped later).
 
     Raises:
-        TypeError: not a number (a bool is none).  ValueError: negative or not finite.
+        TypeError: not a number (a bool or a string is none), naming the value.
+        ValueError: nan or below 0, naming the value; an int past a float's range.
     """
     if _is_bool(value) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number of seconds, got {value!r} ({type(value).__name__})")
-    seconds = _as_float(name, value)
-    if not (math.isfinite(seconds) and seconds >= 0):
-        raise ValueError(f"{name}={seconds!r} must be finite and >= 0")
+        raise TypeError(f"retry_after_s must be a number of seconds or None, got {value!r} ({type(value).__name__})")
+    seconds = _as_float("retry_after_s", value)
+    if not seconds >= 0:  # nan fails too
+        raise ValueError(f"retry_after_s={value!r} must be >= 0 (seconds)")
     return seconds
 
 
@@ -184,12 +185,12 @@ class Retry:
         ``exc.retry_after_s`` where ``exc`` has one (``HttpDataset``'s errors carry it), else none.
 
         Raises:
-            TypeError: ``retry_after_s`` is not a number (a bool is none).  ValueError: it is
-                negative or not finite.
+            TypeError: ``retry_after_s`` not a number (a bool or a string is none).
+            ValueError: ``retry_after_s`` nan or below 0 (``inf`` is taken: capped).
         """
         wait = self.backoff_s(failures)
         if retry_after_s is not None:
-            asked: float | None = _check_wait("retry_after_s", retry_after_s)
+            asked: float | None = _check_asked(retry_after_s)
         else:
             asked = getattr(exc, "retry_after_s", None)
         if asked is not None:

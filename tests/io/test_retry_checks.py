@@ -38,14 +38,3 @@ def test_retry_takes_numpy_scalars_as_the_python_numbers_they_are():
     for flag in (True, np.True_):
         with pytest.raises(TypeError, match="max_attempts must be an int"):
             Retry(max_attempts=flag)
-
-
-@pytest.mark.parametrize(
-    ("value", "error"),
-    [(float("nan"), ValueError), (-5, ValueError), (float("inf"), ValueError), (10**400, ValueError),
-     ("3", TypeError), (True, TypeError)],
-    ids=["nan", "negative", "inf", "huge-int", "str", "bool"],
-)
-def test_wait_s_refuses_a_retry_after_that_is_not_finite_seconds_naming_it(value, error):
-    with pytest.raises(error, match="retry_after_s"):
-        Retry(jitter=False).wait_s(1, retry_after_s=value)
