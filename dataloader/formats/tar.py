@@ -125,7 +125,12 @@ class TarShardDataset(IterableDataset):
         self.on_error = on_error
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
             raise ValueError(f"timeout_s must be a number of seconds > 0, got timeout_s={timeout_s!r}")
-        self._source = ShardSource(store, float(timeout_s), check_retry(retry))
+        try:
+            seconds = float(timeout_s)
+        except OverflowError:  # an int past a float's range: not its digits in the message
+            raise ValueError("timeout_s is an int past a float's range: it must be a number of seconds > 0 "
+                             "(a huge one is no limit: use 1e9)") from None
+        self._source = ShardSource(store, seconds, check_retry(retry))
         self._skipped = SkipLog()
         self._epoch = 0
         self._resume: dict[str, Any] | None = None

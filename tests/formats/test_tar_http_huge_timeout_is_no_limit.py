@@ -35,3 +35,8 @@ def test_a_huge_attempt_timeout_reads_the_shard(server, seconds):
 def test_a_huge_timeout_with_no_attempt_limit_reads_the_shard(server, seconds):
     ds = TarShardDataset(server.url("/s.tar"), timeout_s=seconds, retry=Retry(attempt_timeout_s=None))
     assert len(list(ds)) == 3
+
+
+def test_a_timeout_past_a_floats_range_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match="timeout_s is an int past a float's range"):  # not a bare OverflowError
+        TarShardDataset("http://127.0.0.1:9/s.tar", timeout_s=10**400)
