@@ -107,7 +107,8 @@ class _Mapped:
 
 def _replace(tmp_path: str, path: str, check: Callable[[], None] | None) -> None:
     """``os.replace(tmp_path, path)``, ``check()`` first, both under an exclusive ``flock``
-    of the directory when there is a check (and ``fcntl``: POSIX)."""
+    of the directory when there is a check (and ``fcntl``: POSIX; a filesystem that refuses
+    ``flock`` has the check and the rename unlocked, as without ``fcntl``)."""
     if check is None:
         os.replace(tmp_path, path)
         return
@@ -120,7 +121,10 @@ def _replace(tmp_path: str, path: str, check: Callable[[], None] | None) -> None
         os.replace(tmp_path, path)
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close (this open file description's)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close (this open file description's)
+        except OSError:  # a filesystem with no flock (ENOLCK: NFS without lockd; EOPNOTSUPP): unlocked
+            pass
         check()
         os.replace(tmp_path, path)
     finally:
