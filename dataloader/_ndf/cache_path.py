@@ -29,9 +29,11 @@ __all__ = ["PathGuard", "path_identity"]
 
 
 def path_identity(path: str) -> tuple[int, int, int, int] | None:
-    """``path``'s ``(st_dev, st_ino, st_size, st_mtime_ns)``, or None when it does not exist."""
+    """``path``'s ``(st_dev, st_ino, st_size, st_mtime_ns)``, or None when it does not exist;
+    a symbolic link's own (``lstat``: the rename replaces the link, and a link loop or a
+    dangling link is a file the cache replaces, not an error)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
