@@ -139,7 +139,8 @@ async def _read_part(resp: Any, skip: int, want: int) -> list[bytes]:
 def _runners(group: asyncio.TaskGroup, parts: Sequence[tuple[int, int]],
              fetch: Callable[[int, int], Awaitable[list[Any]]]) -> list[list[Any]]:
     """``parts`` fetched by ``RANGES_IN_FLIGHT - 1`` tasks of ``group`` at most (the first part
-    is read beside them), each taking the next part not started, in order.  Returns the list
+    is read beside them; one task however small the constant is set), each taking the next part
+    not started, in order.  Returns the list
     each part's chunks land in at its position, complete once ``group`` has ended without
     an error."""
     got: list[list[Any]] = [[] for _ in parts]
@@ -149,7 +150,8 @@ def _runners(group: asyncio.TaskGroup, parts: Sequence[tuple[int, int]],
         for i, (a, b) in todo:  # one iterator shared by the runners, all on this loop's thread
             got[i] = await fetch(a, b)
 
-    for _ in range(min(RANGES_IN_FLIGHT - 1, len(parts))):
+    # one runner at least: RANGES_IN_FLIGHT set to 1 (or less) must not leave the parts unfetched
+    for _ in range(min(max(RANGES_IN_FLIGHT - 1, 1), len(parts))):
         group.create_task(runner())
     return got
 
