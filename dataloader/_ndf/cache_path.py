@@ -59,8 +59,9 @@ class PathGuard:
         if now is None or now == self.seen or self._same_cache():
             return
         raise FileExistsError(
-            f"CachedDataset: another dataset's cache was completed at {self.path!r} while this one was being "
-            "built (two CachedDatasets with different data share one path); this cache was not kept and "
+            f"CachedDataset: {self.path!r} was replaced while this cache was being built, by another "
+            "dataset's cache (two CachedDatasets with different data share one path) or another file; this "
+            "cache was not kept and "
             f"{self.path!r} was left as it is: give each dataset a path of its own"
         )
 
