@@ -9,17 +9,10 @@ import json
 
 import pytest
 
-from dataloader import IterableDataset, MixDataset
+from dataloader import MixDataset
+from tests.formats._mix_sources import Counter, state_after
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Counter(IterableDataset):
-    def __init__(self, base: int, n: int) -> None:
-        self.base, self.n = base, n
-
-    def __iter__(self):
-        return iter(range(self.base, self.base + self.n))
 
 
 def mix() -> MixDataset:
@@ -27,11 +20,7 @@ def mix() -> MixDataset:
 
 
 def saved_state() -> dict:
-    m = mix()
-    it = iter(m)
-    for _ in range(6):
-        next(it)
-    return json.loads(json.dumps(m.state_dict()))
+    return state_after(mix(), 6)
 
 
 @pytest.mark.parametrize("key, value, message", [

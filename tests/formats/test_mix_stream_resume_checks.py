@@ -7,27 +7,14 @@ import json
 
 import pytest
 
-from dataloader import IterableDataset, MixDataset
+from dataloader import MixDataset
+from tests.formats._mix_sources import Counter, state_after
 
 pytestmark = pytest.mark.timeout(60)
 
 
-class Counter(IterableDataset):
-    """``base + i`` for ``i`` in ``range(n)``; no state of its own (resumed by replay)."""
-
-    def __init__(self, base: int, n: int) -> None:
-        self.base, self.n = base, n
-
-    def __iter__(self):
-        return iter(range(self.base, self.base + self.n))
-
-
 def saved_state(n0: int = 50) -> dict:
-    mix = MixDataset([Counter(0, n0), Counter(100, 50)], [1, 1], seed=0)
-    it = iter(mix)
-    for _ in range(30):
-        next(it)
-    return json.loads(json.dumps(mix.state_dict()))
+    return state_after(MixDataset([Counter(0, n0), Counter(100, 50)], [1, 1], seed=0), 30)
 
 
 def test_a_replayed_source_that_yields_fewer_items_than_were_drawn_is_named():

@@ -9,20 +9,12 @@ import errno
 import fcntl
 import os
 
-import numpy as np
 import pytest
 
-from dataloader import CachedDataset, DataLoader, Dataset
+from dataloader import CachedDataset, DataLoader
+from tests.ndf._rows import Rows
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Rows(Dataset):
-    def __len__(self) -> int:
-        return 16
-
-    def __getitem__(self, i: int):
-        return np.full(3, float(i)), i
 
 
 @pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS])
